@@ -1,0 +1,3 @@
+"""torchlint: find PyTorch antipatterns before the code runs."""
+
+__version__ = "0.1.0"

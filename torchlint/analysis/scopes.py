@@ -1,0 +1,243 @@
+"""Scopes and name bindings, computed from the index without LibCST's ScopeProvider.
+
+A binding records how a name got its value in one scope: an import (with the qualified name it
+refers to), a parameter, an assignment, a loop target, a def or class. Resolution follows Python's
+rules closely enough for a linter: function scopes see enclosing function scopes and the module,
+never a class body; comprehensions get their own scope for their targets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Union
+
+import libcst as cst
+
+from torchlint.analysis.index import Index
+
+ScopeNode = Union[cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.CSTNode]
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+SCOPE_TYPES = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef) + _COMPREHENSIONS
+
+
+@dataclass(frozen=True)
+class Binding:
+    name: str
+    kind: str  # "import", "param", "assign", "augassign", "for", "with", "def", "class", "other"
+    node: cst.CSTNode  # the binding statement or parameter
+    qualified_name: Optional[str] = None  # for imports and module-level aliases of imports
+    value: Optional[cst.BaseExpression] = None  # for plain single-target assignments
+
+
+def dotted_name(node: cst.BaseExpression) -> Optional[str]:
+    """`a.b.c` as a string, for Name/Attribute chains only."""
+    parts: List[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+class Scopes:
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self._scope_of: Dict[cst.CSTNode, cst.CSTNode] = {}
+        self._bindings: Optional[Dict[cst.CSTNode, Dict[str, List[Binding]]]] = None
+
+    # -- which scope a node is in -------------------------------------------------------------
+    def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The innermost scope whose code evaluates `node` (a def's own name is outside it)."""
+        cached = self._scope_of.get(node)
+        if cached is not None:
+            return cached
+        parent_of = self.index.parent
+        child = node
+        current = parent_of.get(node)
+        scope: cst.CSTNode = self.index.module
+        while current is not None:
+            if isinstance(current, (cst.FunctionDef, cst.ClassDef)):
+                # Decorators, bases, defaults and annotations run in the enclosing scope.
+                if child is current.body:
+                    scope = current
+                    break
+            elif isinstance(current, cst.Lambda):
+                if child is current.body:
+                    scope = current
+                    break
+            elif isinstance(current, _COMPREHENSIONS):
+                scope = current
+                break
+            child = current
+            current = parent_of.get(current)
+        self._scope_of[node] = scope
+        return scope
+
+    def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        """The innermost enclosing `def` whose body contains `node`."""
+        scope = self.scope_of(node)
+        while not isinstance(scope, (cst.FunctionDef, cst.Module)):
+            scope = self.scope_of(scope)
+        return scope if isinstance(scope, cst.FunctionDef) else None
+
+    # -- bindings ---------------------------------------------------------------------------
+    @property
+    def bindings(self) -> Dict[cst.CSTNode, Dict[str, List[Binding]]]:
+        if self._bindings is None:
+            self._bindings = self._collect()
+        return self._bindings
+
+    def bindings_in(self, scope: cst.CSTNode, name: str) -> List[Binding]:
+        return self.bindings.get(scope, {}).get(name, [])
+
+    def _add(self, table, scope, binding: Binding) -> None:
+        table.setdefault(scope, {}).setdefault(binding.name, []).append(binding)
+
+    def _collect(self) -> Dict[cst.CSTNode, Dict[str, List[Binding]]]:
+        table: Dict[cst.CSTNode, Dict[str, List[Binding]]] = {}
+        index = self.index
+        for node in index.nodes(cst.Import):
+            scope = self.scope_of(node)
+            for alias in node.names:
+                full = dotted_name(alias.name)
+                if full is None:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    self._add(table, scope, Binding(alias.asname.name.value, "import", node, full))
+                else:
+                    top = full.split(".")[0]
+                    self._add(table, scope, Binding(top, "import", node, top))
+        for node in index.nodes(cst.ImportFrom):
+            scope = self.scope_of(node)
+            if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+                continue
+            base = dotted_name(node.module)
+            for alias in node.names:
+                if not isinstance(alias.name, cst.Name):
+                    continue
+                name = alias.name.value
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    name = alias.asname.name.value
+                self._add(table, scope, Binding(name, "import", node, f"{base}.{alias.name.value}"))
+        for node in index.nodes(cst.Param):
+            owner = index.parent.get(index.parent.get(node))
+            if owner is not None:
+                self._add(table, owner, Binding(node.name.value, "param", node))
+        for node_type, kind in ((cst.FunctionDef, "def"), (cst.ClassDef, "class")):
+            for node in index.nodes(node_type):
+                self._add(table, self.scope_of(node), Binding(node.name.value, kind, node))
+        for node in index.nodes(cst.Name):
+            kind = self._store_kind(node)
+            if kind is None:
+                continue
+            scope = self.scope_of(node)
+            if kind == "walrus":
+                while isinstance(scope, _COMPREHENSIONS):
+                    scope = self.scope_of(scope)
+                kind = "assign"
+            statement, value = self._assigned_value(node)
+            self._add(table, scope, Binding(node.value, kind, statement, None, value))
+        self._bindings = table  # alias resolution below looks names up in this table
+        self._resolve_import_aliases(table)
+        return table
+
+    def _store_kind(self, name: cst.Name) -> Optional[str]:
+        """How `name` is bound here, or None for a load."""
+        parent_of = self.index.parent
+        child: cst.CSTNode = name
+        parent = parent_of.get(name)
+        while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+            child, parent = parent, parent_of.get(parent)
+        if isinstance(parent, cst.AssignTarget) and child is parent.target:
+            return "assign"
+        if isinstance(parent, cst.AnnAssign) and child is parent.target:
+            return "assign"
+        if isinstance(parent, cst.AugAssign) and child is parent.target:
+            return "augassign"
+        if isinstance(parent, (cst.For, cst.CompFor)) and child is parent.target:
+            return "for"
+        if isinstance(parent, cst.AsName) and child is parent.name:
+            grand = parent_of.get(parent)
+            if isinstance(grand, cst.WithItem):
+                return "with"
+            if isinstance(grand, cst.ExceptHandler):
+                return "other"
+            return None  # import aliases are handled with their import
+        if isinstance(parent, cst.NamedExpr) and child is parent.target:
+            return "walrus"
+        if isinstance(parent, (cst.Global, cst.Nonlocal, cst.NameItem)):
+            return "other"
+        return None
+
+    def _assigned_value(self, name: cst.Name):
+        """The statement binding `name` and, for `name = value`, the value."""
+        parent_of = self.index.parent
+        node = parent_of.get(name)
+        while node is not None and not isinstance(node, cst.BaseSmallStatement) and not isinstance(
+            node, (cst.BaseCompoundStatement, cst.CompFor, cst.NamedExpr)
+        ):
+            node = parent_of.get(node)
+        if node is None:
+            return name, None
+        if isinstance(node, cst.Assign) and any(t.target is name for t in node.targets):
+            return node, node.value
+        if isinstance(node, cst.AnnAssign) and node.target is name:
+            return node, node.value
+        if isinstance(node, cst.NamedExpr) and node.target is name:
+            return node, node.value
+        return node, None
+
+    def _resolve_import_aliases(self, table) -> None:
+        """`F = torch.nn.functional` at module level acts like an import alias."""
+        module_table = table.get(self.index.module, {})
+        for name, bindings in list(module_table.items()):
+            if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
+                continue
+            target = dotted_name(bindings[0].value)
+            if target is None or target.split(".")[0] == name:
+                continue
+            resolved = self._resolve_dotted(target, self.index.module)
+            if resolved is not None:
+                module_table[name] = [
+                    Binding(name, "import", bindings[0].node, resolved, bindings[0].value)
+                ]
+
+    # -- resolution -------------------------------------------------------------------------
+    def lookup(self, name: str, node: cst.CSTNode) -> Optional[List[Binding]]:
+        """The bindings of `name` in the first scope (from `node` outward) that binds it."""
+        scope = self.scope_of(node)
+        first = True
+        while True:
+            if first or not isinstance(scope, cst.ClassDef):
+                found = self.bindings.get(scope, {}).get(name)
+                if found:
+                    return found
+            if isinstance(scope, cst.Module):
+                return None
+            first = False
+            scope = self.scope_of(scope)
+
+    def _resolve_dotted(self, dotted: str, node: cst.CSTNode) -> Optional[str]:
+        head, _, rest = dotted.partition(".")
+        bindings = self.lookup(head, node)
+        if not bindings:
+            return None
+        imports = [b for b in bindings if b.kind == "import"]
+        if not imports:
+            return None
+        if isinstance(self.scope_of(node), cst.FunctionDef) and len(imports) != len(bindings):
+            # A local that is both imported and assigned: which one reaches is unknowable here.
+            if any(b.kind == "param" for b in bindings):
+                return None
+        base = imports[0].qualified_name
+        return f"{base}.{rest}" if rest else base
+
+    def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
+        """`torch.nn.functional.relu` for `F.relu` when `F` is `torch.nn.functional`, else None."""
+        dotted = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if dotted is None:
+            return None
+        return self._resolve_dotted(dotted, node)

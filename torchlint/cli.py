@@ -1,0 +1,289 @@
+"""The `torchlint` command. Exit codes: 0 clean, 1 findings, 2 usage/config/internal error.
+
+Only what a run needs is imported: linting never imports torch, the verifier or unused formats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional, Sequence, TextIO
+
+from torchlint import __version__
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse exits itself; we want exit 2 with one clear line
+        raise UsageError(message)
+
+
+def _codes(value: str) -> List[str]:
+    return [code.strip().upper() for code in value.split(",") if code.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from torchlint.output import FORMATS
+
+    parser = _Parser(
+        prog="torchlint",
+        description="Find PyTorch antipatterns before the code runs. `torchlint rule CODE` explains a rule.",
+    )
+    parser.add_argument("paths", nargs="*", help="files or directories to lint (default: .); - reads stdin")
+    parser.add_argument("--version", action="version", version=f"torchlint {__version__}")
+    parser.add_argument("--select", type=_codes, help="comma-separated codes or prefixes to enable")
+    parser.add_argument("--ignore", type=_codes, default=[], help="comma-separated codes or prefixes to disable")
+    parser.add_argument("--extend-select", type=_codes, default=[], help="codes to enable on top of the selection")
+    parser.add_argument("--output-format", choices=sorted(FORMATS), default=None,
+                        help="report format (default: concise)")
+    parser.add_argument("-o", "--output-file", help="write the report to this file instead of stdout")
+    parser.add_argument("--stdin-filename", help="the name to report for source read from stdin")
+    parser.add_argument("--config", help="the pyproject.toml to read [tool.torchlint] from")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (not on errors)")
+    parser.add_argument("--statistics", action="store_true", help="count findings per rule")
+    parser.add_argument("--list-rules", action="store_true", help="list every rule and exit")
+    parser.add_argument("--force-exclude", action="store_true",
+                        help="apply `exclude` also to paths passed explicitly (for pre-commit)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
+    fixing = parser.add_argument_group("fixing")
+    fixing.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    fixing.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that may change behaviour")
+    fixing.add_argument("--diff", action="store_true", help="print the fixes as a diff; write nothing")
+    fixing.add_argument("--show-fixes", action="store_true", help="list the fixes that were applied")
+    fixing.add_argument("--exit-non-zero-on-fix", action="store_true",
+                        help="exit 1 when files were fixed, even if nothing remains")
+    speed = parser.add_argument_group("speed")
+    speed.add_argument("-j", "--jobs", type=int, default=None, help="worker processes (default: CPU count)")
+    speed.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    speed.add_argument("--cache-dir", help="cache directory (default: .torchlint_cache)")
+    verify = parser.add_argument_group("runtime verification (needs torch)")
+    verify.add_argument("--verify", nargs="*", metavar="CODE",
+                        help="run the rules' confirmation cases (optionally only these codes)")
+    verify.add_argument("--device", choices=("cpu", "cuda", "all"), help="--verify: where to run")
+    verify.add_argument("--claims", action="store_true", help="--verify: also run the refuted-claims cases")
+    verify.add_argument("--timeout", type=float, help="--verify: seconds allowed per case")
+    return parser
+
+
+@dataclass
+class LintRun:
+    """Everything a lint, fix or diff run needs, resolved from the command line and config."""
+
+    args: argparse.Namespace
+    config: "object"
+    select: List[str]
+    ignore: List[str]
+    files: List[str] = field(default_factory=list)
+    stdin_source: Optional[bytes] = None
+    stdin_name: str = "-"
+    out: TextIO = sys.stdout
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except UsageError as error:
+        sys.stderr.write(f"torchlint: error: {error}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        sys.stderr.write("torchlint: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return EXIT_ERROR
+    except Exception as error:  # the user gets one line, never a traceback
+        sys.stderr.write(
+            f"torchlint: internal error: {type(error).__name__}: {error}\n"
+            "Please report this at https://github.com/torchlint/torchlint/issues\n"
+        )
+        if os.environ.get("TORCHLINT_DEBUG"):
+            raise
+        return EXIT_ERROR
+
+
+def _main(argv: List[str]) -> int:
+    if argv[:1] == ["rule"]:
+        return print_rule_docs(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.verify is not None:
+        return run_verify(args)
+    if args.list_rules:
+        return list_rules()
+
+    from torchlint.config import ConfigError, load_config, validate_codes
+
+    paths = args.paths or ["."]
+    start = Path(args.stdin_filename or (paths[0] if paths[0] != "-" else "."))
+    try:
+        config = load_config(start if start.exists() else Path.cwd(), Path(args.config) if args.config else None)
+        for option in ("select", "ignore", "extend_select"):
+            value = getattr(args, option)
+            if value:
+                validate_codes(value, f"--{option.replace('_', '-')}")
+    except ConfigError as error:
+        sys.stderr.write(f"torchlint: config error: {error}\n")
+        return EXIT_ERROR
+    select = [("TL" if c == "ALL" else c) for c in (args.select if args.select else config.effective_select)]
+    select += [("TL" if c == "ALL" else c) for c in args.extend_select]
+    if args.select and config.extend_select:
+        select += config.extend_select
+    ignore = list(config.ignore) + list(args.ignore)
+    if args.unsafe_fixes is False and config.unsafe_fixes:
+        args.unsafe_fixes = True
+    run = LintRun(args, config, select, ignore)
+    if "-" in paths:
+        if len(paths) > 1:
+            raise UsageError("`-` (stdin) cannot be combined with other paths")
+        run.stdin_source = sys.stdin.buffer.read()
+        run.stdin_name = args.stdin_filename or "-"
+        if args.stdin_filename and args.force_exclude and config.is_excluded(args.stdin_filename):
+            return EXIT_CLEAN
+    else:
+        from torchlint.discovery import collect_files
+
+        run.files, missing = collect_files(paths, config, force_exclude=args.force_exclude)
+        for item in missing:
+            sys.stderr.write(f"torchlint: {item.path}: {item.reason}\n")
+        if missing and not run.files:
+            return EXIT_ERROR
+    if args.output_file:
+        return _with_output_file(run)
+    return execute(run)
+
+
+def _with_output_file(run: LintRun) -> int:
+    buffer = io.StringIO()
+    run.out = buffer
+    code = execute(run)
+    try:
+        Path(run.args.output_file).write_text(buffer.getvalue(), encoding="utf-8")
+    except OSError as error:
+        sys.stderr.write(f"torchlint: cannot write {run.args.output_file}: {error}\n")
+        return EXIT_ERROR
+    return code
+
+
+def execute(run: LintRun) -> int:
+    args = run.args
+    if args.fix or args.diff:
+        from torchlint.fixer import run_fix_mode
+
+        return run_fix_mode(run)
+    results = lint_run(run)
+    report(run, results)
+    return exit_code(run, results)
+
+
+def lint_run(run: LintRun):
+    """Lint the run's files (or stdin) and return FileResults in a stable order."""
+    from torchlint.runner import lint_data, lint_files, rules_for
+
+    if run.stdin_source is not None:
+        rules = rules_for(run.stdin_name, run.config, run.select, run.ignore)
+        return [lint_data(run.stdin_name, run.stdin_source, rules)]
+    try:
+        from torchlint.parallel import lint_paths
+    except ImportError:
+        return lint_files(run.files, run.config, run.select, run.ignore)
+    return lint_paths(run)
+
+
+def report(run: LintRun, results) -> None:
+    from torchlint.output import writer
+
+    name = run.args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
+    options = {
+        "statistics": run.args.statistics,
+        "unsafe_fixes": run.args.unsafe_fixes,
+        "quiet": run.args.quiet,
+        "config": run.config,
+    }
+    if name == "full":
+        options["sources"] = _sources(run, results)
+    writer(name)(results, run.out, options)
+
+
+def _sources(run: LintRun, results) -> dict:
+    from torchlint.source import SourceError, decode_source
+
+    sources = {}
+    for result in results:
+        if not result.findings or result.path.endswith(".ipynb"):
+            continue
+        try:
+            data = run.stdin_source if run.stdin_source is not None else Path(result.path).read_bytes()
+            sources[(result.path, None)] = decode_source(data).text
+        except (OSError, SourceError):
+            pass
+    return sources
+
+
+def exit_code(run: LintRun, results) -> int:
+    if any(r.internal_error for r in results):
+        return EXIT_ERROR
+    findings = any(f for r in results for f in r.findings)
+    if findings and not run.args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def list_rules() -> int:
+    from torchlint.rules import all_rules
+
+    for rule in all_rules():
+        fix = "[*]" if rule.fix_availability != "none" else "   "
+        sys.stdout.write(f"{rule.code}  {fix} {rule.name:<32} {rule.summary}\n")
+    return EXIT_CLEAN
+
+
+def rule_docs(rule) -> str:
+    availability = {
+        "always": "Fix is always available.",
+        "sometimes": "Fix is sometimes available.",
+        "none": "Fix is not available.",
+    }[rule.fix_availability]
+    return f"# {rule.name} ({rule.code})\n\n{availability}\n{rule.docs.rstrip()}\n"
+
+
+def print_rule_docs(argv: List[str]) -> int:
+    from torchlint.rules import all_rules, get_rule
+
+    if argv == ["--all"]:
+        sys.stdout.write("\n".join(rule_docs(rule) for rule in all_rules()))
+        return EXIT_CLEAN
+    if len(argv) != 1:
+        raise UsageError("usage: torchlint rule CODE (or --all)")
+    rule = get_rule(argv[0])
+    if rule is None:
+        raise UsageError(f"unknown rule {argv[0]!r}; `torchlint --list-rules` lists them")
+    sys.stdout.write(rule_docs(rule))
+    return EXIT_CLEAN
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        sys.stderr.write("--verify needs torch: pip install 'torchlint[verify]'\n")
+        return EXIT_ERROR
+    from torchlint import verify
+
+    argv = list(args.verify)
+    if args.device:
+        argv += ["--device", args.device]
+    if args.claims:
+        argv.append("--claims")
+    if args.timeout:
+        argv += ["--timeout", str(args.timeout)]
+    if args.output_format == "json":
+        argv += ["--output-format", "json"]
+    return verify.main(argv)

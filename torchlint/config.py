@@ -1,0 +1,175 @@
+"""`[tool.torchlint]` in pyproject.toml, found by walking up from the linted path.
+
+Config is data: nothing named in it is imported or executed. Unknown keys and codes are errors
+(exit 2) rather than silently ignored, because a typo in `ignore` would otherwise re-enable a rule
+the user believes is off.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on older interpreters only
+    import tomli as tomllib
+
+CODE_PREFIX = re.compile(r"^[A-Z]{1,3}[0-9]{0,3}$")
+KNOWN_KEYS = {
+    "select", "ignore", "extend-select", "extend-ignore", "per-file-ignores", "exclude",
+    "extend-exclude", "unsafe-fixes", "cache-dir",
+}
+DEFAULT_EXCLUDE = [
+    ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", ".eggs", "*.egg-info",
+    "__pycache__", "build", "dist", "node_modules", ".mypy_cache", ".pytest_cache",
+    ".ruff_cache", ".torchlint_cache", "site-packages", ".ipynb_checkpoints",
+]
+
+
+class ConfigError(Exception):
+    """A user-facing configuration problem (exit code 2)."""
+
+
+@dataclass
+class Config:
+    select: Optional[List[str]] = None  # None: all rules
+    ignore: List[str] = field(default_factory=list)
+    extend_select: List[str] = field(default_factory=list)
+    per_file_ignores: Dict[str, List[str]] = field(default_factory=dict)
+    exclude: List[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    extend_exclude: List[str] = field(default_factory=list)
+    unsafe_fixes: bool = False
+    cache_dir: Optional[str] = None
+    root: Path = field(default_factory=Path.cwd)  # the directory holding the config (or cwd)
+    source: Optional[Path] = None  # the pyproject.toml it came from
+
+    @property
+    def effective_select(self) -> List[str]:
+        return (self.select if self.select is not None else ["TL"]) + self.extend_select
+
+    def ignores_for(self, path: str) -> List[str]:
+        """`ignore` plus the per-file-ignores whose pattern matches `path`."""
+        codes = list(self.ignore)
+        if self.per_file_ignores:
+            relative = self.relative(path)
+            name = os.path.basename(path)
+            for pattern, extra in self.per_file_ignores.items():
+                if fnmatch.fnmatch(relative, pattern) or fnmatch.fnmatch(name, pattern):
+                    codes.extend(extra)
+        return codes
+
+    def relative(self, path: str) -> str:
+        try:
+            return Path(os.path.abspath(path)).relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return Path(path).as_posix()
+
+    def is_excluded(self, path: str) -> bool:
+        """Whether `path` or one of its parent directories matches an exclude pattern."""
+        patterns = self.exclude + self.extend_exclude
+        relative = self.relative(path)
+        parts = relative.split("/")
+        for pattern in patterns:
+            pattern = pattern.rstrip("/")
+            if fnmatch.fnmatch(relative, pattern):
+                return True
+            if "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in parts):
+                return True
+            if "/" in pattern and any(
+                fnmatch.fnmatch("/".join(parts[: i + 1]), pattern) for i in range(len(parts))
+            ):
+                return True
+        return False
+
+
+def find_pyproject(start: Path) -> Optional[Path]:
+    start = start.resolve()
+    directory = start if start.is_dir() else start.parent
+    for candidate in [directory, *directory.parents]:
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                if b"[tool.torchlint" in pyproject.read_bytes():
+                    return pyproject
+            except OSError:
+                continue
+    return None
+
+
+def _codes(value, key: str, source: Path) -> List[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{source}: `{key}` must be a list of rule codes, got {value!r}")
+    validate_codes(value, f"{source}: `{key}`")
+    return [v.strip().upper() for v in value]
+
+
+def validate_codes(codes: Sequence[str], where: str) -> None:
+    from torchlint.rules import all_codes
+    from torchlint.diagnostics import ALL as DIAGNOSTIC_CODES
+
+    known = all_codes() + list(DIAGNOSTIC_CODES)
+    for code in codes:
+        code = code.strip().upper()
+        if code == "ALL":
+            continue
+        if not CODE_PREFIX.match(code):
+            raise ConfigError(f"{where}: {code!r} is not a valid code (expected like TL001 or TL0)")
+        if code.startswith("TL") and not any(k.startswith(code) for k in known):
+            raise ConfigError(f"{where}: unknown rule code {code!r} (see `torchlint --list-rules`)")
+
+
+def _strings(value, key: str, source: Path) -> List[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{source}: `{key}` must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def load_config(start: Path, explicit: Optional[Path] = None) -> Config:
+    pyproject = explicit if explicit is not None else find_pyproject(start)
+    if pyproject is None:
+        return Config(root=Path.cwd())
+    try:
+        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {pyproject}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{pyproject}: cannot read config: {error}") from None
+    table = data.get("tool", {}).get("torchlint", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{pyproject}: [tool.torchlint] must be a table")
+    unknown = sorted(set(table) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{pyproject}: unknown key(s) in [tool.torchlint]: {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(KNOWN_KEYS))})"
+        )
+    config = Config(root=pyproject.parent, source=pyproject)
+    if "select" in table:
+        config.select = _codes(table["select"], "select", pyproject)
+    config.ignore = _codes(table.get("ignore", []), "ignore", pyproject)
+    config.ignore += _codes(table.get("extend-ignore", []), "extend-ignore", pyproject)
+    config.extend_select = _codes(table.get("extend-select", []), "extend-select", pyproject)
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{pyproject}: `per-file-ignores` must be a table of glob = [codes]")
+    config.per_file_ignores = {
+        str(pattern): _codes(codes, f"per-file-ignores.{pattern}", pyproject) for pattern, codes in per_file.items()
+    }
+    if "exclude" in table:
+        config.exclude = _strings(table["exclude"], "exclude", pyproject)
+    config.extend_exclude = _strings(table.get("extend-exclude", []), "extend-exclude", pyproject)
+    unsafe = table.get("unsafe-fixes", False)
+    if not isinstance(unsafe, bool):
+        raise ConfigError(f"{pyproject}: `unsafe-fixes` must be true or false")
+    config.unsafe_fixes = unsafe
+    cache_dir = table.get("cache-dir")
+    if cache_dir is not None and not isinstance(cache_dir, str):
+        raise ConfigError(f"{pyproject}: `cache-dir` must be a string")
+    config.cache_dir = cache_dir
+    return config

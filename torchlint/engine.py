@@ -1,0 +1,194 @@
+"""Linting one source text: one parse, one traversal, every enabled rule, findings with positions.
+
+Nothing here imports torch or executes the code being linted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Dict, Iterable, List, Optional, Sequence
+
+import libcst as cst
+
+from torchlint import diagnostics
+from torchlint.analysis.semantic import Semantic
+from torchlint.finding import Edit, FileResult, Finding, Fix, Location
+from torchlint.positions import node_ranges
+from torchlint.rules import all_rules
+from torchlint.rules.base import InsertBefore, Replace, Report, Rule, RuleContext
+from torchlint.source import SourceError, decode_source
+from torchlint.suppression import Suppressions
+
+
+def select_rules(select: Optional[Iterable[str]] = None, ignore: Iterable[str] = ()) -> List[Rule]:
+    """Rules whose code starts with a selected prefix and with no ignored prefix (flake8 style)."""
+    selected = tuple(select) if select is not None else ("TL",)
+    ignored = tuple(ignore)
+    return [
+        rule
+        for rule in all_rules()
+        if rule.code.startswith(selected) and not (ignored and rule.code.startswith(ignored))
+    ]
+
+
+def could_match(text: str, rules: Sequence[Rule]) -> bool:
+    """Whether any rule could fire on `text`, judged from its triggers without parsing."""
+    for rule in rules:
+        if not rule.triggers or any(trigger in text for trigger in rule.triggers):
+            return True
+    return False
+
+
+def lint_source(
+    source: str,
+    path: str = "<string>",
+    select: Optional[Iterable[str]] = None,
+    ignore: Iterable[str] = (),
+) -> List[Finding]:
+    """Lint Python source text with the selected rules; the simplest entry point (used by the
+    verifier and tests). Diagnostics (syntax errors) are included as TL9xx findings."""
+    return lint_text(source, path, select_rules(select, ignore)).findings
+
+
+def lint_bytes(data: bytes, path: str, rules: Sequence[Rule], respect_noqa: bool = True) -> FileResult:
+    try:
+        source = decode_source(data)
+    except SourceError as error:
+        return diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error))
+    return lint_text(source.text, path, rules, respect_noqa=respect_noqa)
+
+
+def lint_text(
+    text: str,
+    path: str,
+    rules: Sequence[Rule],
+    respect_noqa: bool = True,
+    module: Optional[cst.Module] = None,
+) -> FileResult:
+    result = FileResult(path)
+    suppressions = Suppressions(text) if respect_noqa else None
+    if suppressions is not None and suppressions.file_ignored:
+        return result
+    if module is None and not could_match(text, rules):
+        return result
+    if module is None:
+        parsed = parse(text, path)
+        if isinstance(parsed, FileResult):
+            return parsed
+        module = parsed
+    try:
+        semantic = Semantic(module)
+    except RecursionError:
+        return diagnostics.failure(path, diagnostics.TOO_COMPLEX, "nesting too deep to analyse")
+    reports = run_rules(semantic, path, rules, result)
+    result.findings.extend(to_findings(module, text, path, reports, suppressions))
+    result.findings.sort(key=lambda f: f.sort_key)
+    return result
+
+
+def parse(text: str, path: str):
+    """The module, or a FileResult carrying the parse diagnostic."""
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as error:
+        reason = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
+        return diagnostics.failure(
+            path, diagnostics.SYNTAX_ERROR, f"cannot parse: {reason}", error.raw_line, error.raw_column + 1
+        )
+    except RecursionError:
+        return diagnostics.failure(path, diagnostics.TOO_COMPLEX, "nesting too deep to parse")
+    except Exception as error:  # LibCST's native parser can raise other errors on odd input
+        return diagnostics.failure(path, diagnostics.SYNTAX_ERROR, f"cannot parse: {error}")
+
+
+def run_rules(semantic: Semantic, path: str, rules: Sequence[Rule], result: FileResult) -> List[Report]:
+    by_type: Dict[type, List[Rule]] = defaultdict(list)
+    for rule in rules:
+        for node_type in rule.node_types:
+            by_type[node_type].append(rule)
+    ctx = RuleContext(semantic, path)
+    broken: set = set()
+    for node_type, interested in by_type.items():
+        nodes = semantic.index.nodes(node_type)
+        if not nodes:
+            continue
+        for rule in interested:
+            if rule.code in broken:
+                continue
+            ctx._rule = rule
+            try:
+                for node in nodes:
+                    rule.check(node, ctx)
+            except Exception as error:  # one broken rule must not stop the others
+                broken.add(rule.code)
+                ctx.reports = [r for r in ctx.reports if r.rule is not rule]
+                result.internal_error = True
+                result.findings.append(diagnostics.internal_error(path, rule.code, error))
+    return ctx.reports
+
+
+def to_findings(
+    module: cst.Module,
+    text: str,
+    path: str,
+    reports: Sequence[Report],
+    suppressions: Optional[Suppressions],
+) -> List[Finding]:
+    if not reports:
+        return []
+    targets = []
+    for report in reports:
+        targets.append(report.node)
+        if report.fix is not None:
+            targets.extend(edit.node for edit in report.fix.edits)
+    ranges = node_ranges(module, targets)
+    lines = text.splitlines(keepends=True)
+    findings: List[Finding] = []
+    seen = set()
+    for report in reports:
+        span = ranges.get(report.node)
+        if span is None:
+            continue
+        (row, col), (end_row, end_col) = span
+        code = report.rule.code
+        if suppressions is not None and suppressions.is_suppressed(code, row):
+            continue
+        key = (code, row, col)
+        if key in seen:
+            continue
+        seen.add(key)
+        fix = None
+        if report.fix is not None:
+            edits = _edits(module, lines, ranges, report.fix.edits)
+            if edits is not None:
+                fix = Fix(report.fix.message, tuple(edits), report.fix.applicability)
+        findings.append(
+            Finding(
+                code=code,
+                message=report.message,
+                path=path,
+                start=Location(row, col + 1),
+                end=Location(end_row, end_col + 1),
+                rule_name=report.rule.name,
+                fix=fix,
+            )
+        )
+    return findings
+
+
+def _edits(module, lines, ranges, specs) -> Optional[List[Edit]]:
+    edits = []
+    for spec in specs:
+        span = ranges.get(spec.node)
+        if span is None:
+            return None
+        (row, col), (end_row, end_col) = span
+        if isinstance(spec, Replace):
+            content = spec.content if isinstance(spec.content, str) else module.code_for_node(spec.content)
+            edits.append(Edit(content, Location(row, col + 1), Location(end_row, end_col + 1)))
+        elif isinstance(spec, InsertBefore):
+            line = lines[row - 1] if row - 1 < len(lines) else ""
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            newline = module.default_newline
+            edits.append(Edit(spec.text + newline + indent, Location(row, col + 1), Location(row, col + 1)))
+    return edits

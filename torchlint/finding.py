@@ -1,0 +1,83 @@
+"""What a rule reports: a `Finding`, optionally with a `Fix` made of text `Edit`s.
+
+Rows and columns are 1-based everywhere in this module; columns count characters (code points).
+A `cell` is set for findings in notebooks (1-based cell number among all cells, as Jupyter shows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Optional, Tuple
+
+
+class Applicability(str, Enum):
+    SAFE = "safe"  # keeps runtime behaviour; applied by --fix
+    UNSAFE = "unsafe"  # may change behaviour; applied only with --unsafe-fixes
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    row: int
+    column: int
+
+
+@dataclass(frozen=True)
+class Edit:
+    content: str
+    start: Location
+    end: Location
+
+    def to_json(self) -> dict:
+        return {
+            "content": self.content,
+            "location": {"row": self.start.row, "column": self.start.column},
+            "end_location": {"row": self.end.row, "column": self.end.column},
+        }
+
+
+@dataclass(frozen=True)
+class Fix:
+    message: str
+    edits: Tuple[Edit, ...]
+    applicability: Applicability = Applicability.SAFE
+
+    def to_json(self) -> dict:
+        return {
+            "applicability": self.applicability.value,
+            "message": self.message,
+            "edits": [edit.to_json() for edit in self.edits],
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    path: str
+    start: Location
+    end: Location
+    rule_name: str = ""
+    fix: Optional[Fix] = None
+    cell: Optional[int] = None
+    # Diagnostics about the run itself (parse errors, unreadable files) use TL9xx codes.
+    is_diagnostic: bool = False
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.path, self.cell or 0, self.start.row, self.start.column, self.code)
+
+    @property
+    def fixable(self) -> bool:
+        return self.fix is not None
+
+
+@dataclass
+class FileResult:
+    """Everything linting one file produced, in the order it is reported."""
+
+    path: str
+    findings: list = field(default_factory=list)
+    # Set when the file could not be linted at all (diagnostic finding carries the reason).
+    failed: bool = False
+    internal_error: bool = False

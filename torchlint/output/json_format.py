@@ -1,0 +1,32 @@
+"""The JSON report: an array of findings in a fixed schema other tools build on."""
+
+from __future__ import annotations
+
+import json
+from typing import List, TextIO
+
+from torchlint.finding import FileResult, Finding
+
+
+def finding_to_json(finding: Finding) -> dict:
+    from torchlint.rules import get_rule
+
+    rule = get_rule(finding.code)
+    data = {
+        "code": finding.code,
+        "message": finding.message,
+        "filename": finding.path,
+        "location": {"row": finding.start.row, "column": finding.start.column},
+        "end_location": {"row": finding.end.row, "column": finding.end.column},
+        "fix": finding.fix.to_json() if finding.fix is not None else None,
+        "url": rule.url() if rule is not None else None,
+    }
+    if finding.cell is not None:
+        data["cell"] = finding.cell
+    return data
+
+
+def write_json(results: List[FileResult], stream: TextIO, options: dict) -> None:
+    findings = [finding_to_json(f) for result in results for f in result.findings]
+    json.dump(findings, stream, indent=2, ensure_ascii=False)
+    stream.write("\n")

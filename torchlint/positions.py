@@ -1,0 +1,108 @@
+"""Positions of a few nodes, without LibCST's PositionProvider.
+
+PositionProvider records a range for every node of the module and costs more than the parse
+itself; a linter needs positions only for the handful of nodes it reports, and only in files
+that have findings. This runs LibCST's own code generation once, notes the position where each
+requested node starts and ends, and stops as soon as the last one is known.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+# (line 1-based, column 0-based in characters)
+Point = Tuple[int, int]
+
+
+class _AllFound(Exception):
+    pass
+
+
+@dataclass(frozen=False)
+class _TargetedCodegenState(CodegenState):
+    targets: Set[cst.CSTNode] = field(default_factory=set)
+    ranges: Dict[cst.CSTNode, Tuple[Point, Point]] = field(default_factory=dict)
+    syntactic: Set[cst.CSTNode] = field(default_factory=set)
+    starts: Dict[cst.CSTNode, Point] = field(default_factory=dict)
+    consumed: int = 0
+    line: int = 1
+    column: int = 0
+
+    def here(self) -> Point:
+        tokens = self.tokens
+        line, column = self.line, self.column
+        for token in tokens[self.consumed:]:
+            newlines = token.count("\n") + token.count("\r") - token.count("\r\n")
+            if newlines:
+                line += newlines
+                column = len(token) - max(token.rfind("\n"), token.rfind("\r")) - 1
+            else:
+                column += len(token)
+        self.consumed = len(tokens)
+        self.line, self.column = line, column
+        return line, column
+
+    def add_indent_tokens(self) -> None:
+        self.tokens.extend(self.indent_tokens)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.targets and node not in self.starts:
+            self.starts[node] = self.here()
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        if node in self.targets and node not in self.syntactic:
+            self._finish(node, self.starts.get(node, self.here()), self.here())
+
+    @contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> Iterator[None]:
+        if node not in self.targets:
+            yield
+            return
+        start = self.here()
+        try:
+            yield
+        finally:
+            self.syntactic.add(node)
+            self._finish(node, start, self.here())
+
+    def _finish(self, node: cst.CSTNode, start: Point, end: Point) -> None:
+        if node not in self.ranges:
+            self.ranges[node] = (start, end)
+            if len(self.ranges) == len(self.targets):
+                raise _AllFound
+
+
+def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> Dict[cst.CSTNode, Tuple[Point, Point]]:
+    """The syntactic (start, end) of each node in `nodes`, as PositionProvider would give them."""
+    targets = set(nodes)
+    if not targets:
+        return {}
+    state = _TargetedCodegenState(
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        targets=targets,
+    )
+    try:
+        module._codegen(state)
+    except _AllFound:
+        pass
+    return state.ranges
+
+
+def line_starts(text: str) -> List[int]:
+    """Offsets where each line of `text` starts (for turning positions into offsets)."""
+    return [0] + [match.end() for match in _NEWLINE.finditer(text)]
+
+
+def offset_of(starts: List[int], row: int, column0: int) -> Optional[int]:
+    if row - 1 >= len(starts):
+        return None
+    return starts[row - 1] + column0

@@ -1,0 +1,95 @@
+"""What every rule is: metadata, documentation, and a matcher over indexed nodes.
+
+A rule names the node types it looks at (`node_types`); the engine hands it each node of those
+types, in document order, after the single traversal has built the semantic model. A rule reports
+through the context; it never walks the tree itself except to look at a node's own children.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Tuple, Type, Union
+
+import libcst as cst
+
+from torchlint.finding import Applicability
+
+if TYPE_CHECKING:
+    from torchlint.analysis.semantic import Semantic
+
+
+@dataclass(frozen=True)
+class Replace:
+    """Replace `node`'s source with `content` (code text, or a node rendered with the module's
+    style)."""
+
+    node: cst.CSTNode
+    content: Union[str, cst.CSTNode]
+
+
+@dataclass(frozen=True)
+class InsertBefore:
+    """Insert `text` before `node` (a statement) as a new line with the same indentation."""
+
+    node: cst.CSTNode
+    text: str
+
+
+@dataclass(frozen=True)
+class FixSpec:
+    message: str
+    edits: Tuple[Union[Replace, InsertBefore], ...]
+    applicability: Applicability = Applicability.SAFE
+
+
+@dataclass(frozen=True)
+class Report:
+    rule: "Rule"
+    node: cst.CSTNode
+    message: str
+    fix: Optional[FixSpec] = None
+
+
+class RuleContext:
+    """What a rule sees of the file being linted."""
+
+    def __init__(self, semantic: "Semantic", path: str) -> None:
+        self.semantic = semantic
+        self.path = path
+        self.reports: list = []
+        self._rule: Optional[Rule] = None
+
+    def report(self, node: cst.CSTNode, message: str, fix: Optional[FixSpec] = None) -> None:
+        assert self._rule is not None
+        self.reports.append(Report(self._rule, node, message, fix))
+
+    def code(self, node: cst.CSTNode) -> str:
+        """The source text of `node`, for messages that quote what the user wrote."""
+        return self.semantic.module.code_for_node(node)
+
+    def short(self, node: cst.CSTNode, limit: int = 60) -> str:
+        text = " ".join(self.code(node).split())
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]  # kebab-case, as ruff names rules
+    summary: ClassVar[str]  # one line: what is wrong
+    # Markdown with the sections: What it does / Why is this bad? / Example / Use instead: /
+    # Fix safety / References
+    docs: ClassVar[str]
+    fix_availability: ClassVar[str] = "none"  # "none", "sometimes", "always"
+    # The rule can only fire on a file containing one of these strings (soundly: every finding
+    # of the rule needs one of them in the source). Used to skip the parse.
+    triggers: ClassVar[Tuple[str, ...]] = ()
+    node_types: ClassVar[Sequence[Type[cst.CSTNode]]] = ()
+    # Where the rule's runtime confirmation cases live (torchlint/verify/cases/<module>.py).
+    confirmation_module: ClassVar[str] = ""
+
+    def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def url(cls) -> str:
+        return f"https://github.com/torchlint/torchlint/blob/main/docs/rules.md#{cls.code.lower()}"
