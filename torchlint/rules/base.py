@@ -92,4 +92,6 @@ class Rule:
 
     @classmethod
     def url(cls) -> str:
-        return f"https://github.com/torchlint/torchlint/blob/main/docs/rules.md#{cls.code.lower()}"
+        """The rule's source on GitHub: its docs and matcher live in that one file."""
+        module = cls.__module__.rsplit(".", 1)[-1]
+        return f"https://github.com/torchlint/torchlint/blob/main/torchlint/rules/{module}.py"

@@ -1,0 +1,383 @@
+"""Unit tests for the shared semantic layer, including aliasing and scoping traps."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from torchlint.analysis.semantic import Semantic
+from torchlint.analysis.scopes import dotted_name
+
+
+def model(source: str) -> Semantic:
+    return Semantic(cst.parse_module(textwrap.dedent(source)))
+
+
+def names(semantic: Semantic, spelled: str):
+    """Name/Attribute nodes whose dotted spelling is `spelled`, in document order."""
+    nodes = [n for t in (cst.Name, cst.Attribute) for n in semantic.index.nodes(t) if dotted_name(n) == spelled]
+    return sorted(nodes, key=semantic.index.order.__getitem__)
+
+
+def calls(semantic: Semantic, spelled: str):
+    return [c for c in semantic.index.nodes(cst.Call) if dotted_name(c.func) == spelled]
+
+
+# -- import resolution --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("source, spelled, expected", [
+    ("import torch\ntorch.optim.SGD", "torch.optim.SGD", "torch.optim.SGD"),
+    ("import torch as T\nT.optim.SGD", "T.optim.SGD", "torch.optim.SGD"),
+    ("import torch.nn as nn\nnn.Linear", "nn.Linear", "torch.nn.Linear"),
+    ("import torch.nn\ntorch.nn.Linear", "torch.nn.Linear", "torch.nn.Linear"),
+    ("from torch import optim\noptim.Adam", "optim.Adam", "torch.optim.Adam"),
+    ("from torch.optim import SGD\nSGD", "SGD", "torch.optim.SGD"),
+    ("from torch.optim import SGD as S\nS", "S", "torch.optim.SGD"),
+    ("import torch.nn.functional as F\nF.relu", "F.relu", "torch.nn.functional.relu"),
+    ("from torch.nn import functional as F\nF.relu", "F.relu", "torch.nn.functional.relu"),
+    ("import torch\nF = torch.nn.functional\nF.relu", "F.relu", "torch.nn.functional.relu"),
+    ("from torch import nn\nnn.Module", "nn.Module", "torch.nn.Module"),
+])
+def test_qualified_names(source, spelled, expected):
+    semantic = model(source)
+    node = names(semantic, spelled)[-1]
+    assert semantic.qualified_name(node) == expected
+
+
+def test_unimported_name_is_unknown():
+    semantic = model("torch.zeros(3)\n")
+    assert semantic.qualified_name(names(semantic, "torch.zeros")[0]) is None
+
+
+def test_relative_and_star_imports_resolve_nothing():
+    semantic = model("from . import torch\nfrom torch.nn import *\ntorch.zeros\nLinear\n")
+    assert semantic.qualified_name(names(semantic, "torch.zeros")[0]) is None
+    assert semantic.qualified_name(names(semantic, "Linear")[0]) is None
+
+
+def test_parameter_shadows_module_import():
+    semantic = model("""
+        import torch.nn as nn
+        def f(nn):
+            return nn.Linear
+        def g():
+            return nn.Linear
+    """)
+    inside_f, inside_g = names(semantic, "nn.Linear")
+    assert semantic.qualified_name(inside_f) is None
+    assert semantic.qualified_name(inside_g) == "torch.nn.Linear"
+
+
+def test_local_assignment_shadows_import():
+    semantic = model("""
+        import torch
+        def f():
+            torch = make_fake()
+            return torch.zeros(1)
+    """)
+    assert semantic.qualified_name(names(semantic, "torch.zeros")[0]) is None
+
+
+def test_function_level_import():
+    semantic = model("""
+        def f():
+            import torch.optim as O
+            return O.SGD
+    """)
+    assert semantic.qualified_name(names(semantic, "O.SGD")[0]) == "torch.optim.SGD"
+
+
+def test_class_body_names_are_not_visible_in_methods():
+    semantic = model("""
+        import torch
+        class A:
+            torch = None
+            def m(self):
+                return torch.zeros(1)
+    """)
+    assert semantic.qualified_name(names(semantic, "torch.zeros")[0]) == "torch.zeros"
+
+
+def test_is_torch_patterns():
+    semantic = model("from torch import optim\nopt = optim.AdamW(ps)\n")
+    call = calls(semantic, "optim.AdamW")[0]
+    assert semantic.is_torch(call, "torch.optim.*")
+    assert not semantic.is_torch(call, "torch.nn.*")
+
+
+# -- modules ------------------------------------------------------------------------------------
+
+def test_module_classes_direct_alias_and_transitive():
+    semantic = model("""
+        import torch
+        from torch import nn as N
+        import lightning as L
+        class A(torch.nn.Module): pass
+        class B(N.Module): pass
+        class C(A): pass
+        class D(N.Sequential): pass
+        class E(L.LightningModule): pass
+        class NotModule(object): pass
+        class Param(N.Parameter): pass
+    """)
+    found = {c.name.value for c in semantic.module_classes()}
+    assert found == {"A", "B", "C", "D", "E"}
+
+
+def test_forward_and_init_membership():
+    semantic = model("""
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+            def forward(self, x):
+                def inner():
+                    return x
+                return self.fc(x)
+        class Plain:
+            def forward(self, x):
+                return x
+    """)
+    fc_call = [c for c in semantic.index.nodes(cst.Call) if dotted_name(c.func) == "self.fc"][0]
+    assert semantic.is_module_method(fc_call, "forward")
+    assert not semantic.is_module_method(fc_call, "__init__")
+    plain_return = [r for r in semantic.index.nodes(cst.Return)][-1]
+    assert not semantic.is_module_method(plain_return, "forward")
+    inner_return = semantic.index.nodes(cst.Return)[0]
+    assert semantic.is_module_method(inner_return, "forward")
+
+
+def test_names_bound_to_modules():
+    semantic = model("""
+        import torch.nn as nn
+        import torchvision
+        class Net(nn.Module): pass
+        def f(device):
+            a = Net().to(device)
+            b = nn.Linear(1, 2)
+            c = torchvision.models.resnet18()
+            d = make_model()
+            e = a
+            return a, b, c, d, e
+    """)
+    ret = semantic.index.nodes(cst.Return)[-1]
+    elements = [e.value for e in ret.value.elements]
+    assert [semantic.is_module_expr(e) for e in elements] == [True, True, True, False, True]
+
+
+def test_self_attribute_module():
+    semantic = model("""
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(1, 1)
+                self.scale = 2.0
+            def forward(self, x):
+                return self.fc, self.scale
+    """)
+    ret = semantic.index.nodes(cst.Return)[-1]
+    fc, scale = [e.value for e in ret.value.elements]
+    assert semantic.is_module_expr(fc)
+    assert not semantic.is_module_expr(scale)
+
+
+# -- optimizers ---------------------------------------------------------------------------------
+
+def test_optimizer_names_attributes_and_parameters():
+    semantic = model("""
+        import torch
+        from torch.optim import lr_scheduler
+        class Trainer:
+            def __init__(self, model):
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.sched = lr_scheduler.StepLR(self.opt, 1)
+            def step(self, optimizer, other):
+                local = torch.optim.Adam([])
+                return self.opt, self.sched, optimizer, other, local
+    """)
+    ret = semantic.index.nodes(cst.Return)[-1]
+    values = [e.value for e in ret.value.elements]
+    assert [semantic.is_optimizer_expr(v) for v in values] == [True, False, True, False, True]
+
+
+def test_optimizer_shadowed_module_name():
+    semantic = model("""
+        def f(optim):
+            o = optim.SGD([])
+            return o
+    """)
+    ret = semantic.index.nodes(cst.Return)[-1]
+    assert not semantic.is_optimizer_expr(ret.value)
+
+
+# -- tensors requiring grad ---------------------------------------------------------------------
+
+def test_requires_grad_leaves():
+    semantic = model("""
+        import torch
+        import torch.nn as nn
+        def f(model, x):
+            a = torch.zeros(3, requires_grad=True)
+            b = torch.zeros(3)
+            c = nn.Parameter(torch.randn(2))
+            d = torch.randn(3).requires_grad_()
+            e = torch.from_numpy(x)
+            g = nn.Parameter(torch.randn(2), requires_grad=False)
+            return a, b, c, d, e, g
+    """)
+    ret = semantic.index.nodes(cst.Return)[-1]
+    values = [e.value for e in ret.value.elements]
+    assert [semantic.requires_grad_leaf(v) for v in values] == [True, False, True, True, False, False]
+
+
+def test_parameter_loop_variables():
+    semantic = model("""
+        def f(model):
+            for p in model.parameters():
+                use(p)
+            for name, q in model.named_parameters():
+                use(q, name)
+            for r in model.buffers():
+                use(r)
+    """)
+    uses = [c.args[0].value for c in calls(semantic, "use")]
+    assert [semantic.requires_grad_leaf(u) for u in uses] == [True, True, False]
+
+
+# -- grad mode ----------------------------------------------------------------------------------
+
+def test_grad_mode_blocks_and_decorators():
+    semantic = model("""
+        import torch
+        from torch import no_grad
+        def a(x):
+            with torch.no_grad():
+                use(x)
+            use(x)
+        @torch.inference_mode()
+        def b(x):
+            use(x)
+        @no_grad()
+        def c(x):
+            def inner():
+                use(x)
+        def d(x, flag):
+            with torch.set_grad_enabled(flag):
+                use(x)
+            with torch.no_grad():
+                with torch.enable_grad():
+                    use(x)
+    """)
+    modes = [semantic.grad_mode(c) for c in calls(semantic, "use")]
+    assert modes == ["no_grad", None, "no_grad", "no_grad", "unknown", "enable"]
+
+
+def test_grad_mode_with_alias_shadowed():
+    semantic = model("""
+        def f(torch, x):
+            with torch.no_grad():
+                use(x)
+    """)
+    assert semantic.grad_mode(calls(semantic, "use")[0]) is None
+
+
+# -- loops --------------------------------------------------------------------------------------
+
+def test_enclosing_loops_stop_at_function():
+    semantic = model("""
+        for epoch in range(3):
+            while True:
+                use(1)
+            def helper():
+                use(2)
+    """)
+    first, second = calls(semantic, "use")
+    assert [type(l).__name__ for l in semantic.enclosing_loops(first)] == ["While", "For"]
+    assert semantic.enclosing_loops(second) == []
+
+
+def test_calls_under_follow_same_file_functions():
+    semantic = model("""
+        def clear(opt):
+            opt.zero_grad()
+        class T:
+            def reset(self):
+                self.opt.zero_grad()
+            def fit(self):
+                for b in data:
+                    self.reset()
+        for batch in data:
+            clear(opt)
+            loss.backward()
+    """)
+    loops = semantic.index.nodes(cst.For)
+    inner_calls = {dotted_name(c.func) for c in semantic.calls_under(loops[1])}
+    assert {"clear", "opt.zero_grad", "loss.backward"} <= inner_calls
+    method_loop_calls = {dotted_name(c.func) for c in semantic.calls_under(loops[0])}
+    assert "self.opt.zero_grad" in method_loop_calls
+    assert any(semantic.is_zero_grad_call(c) for c in semantic.calls_under(loops[1]))
+    assert any(semantic.is_backward_call(c) for c in semantic.calls_under(loops[1]))
+
+
+def test_calls_under_handles_recursion():
+    semantic = model("""
+        def a():
+            b()
+        def b():
+            a()
+        for x in y:
+            a()
+    """)
+    loop = semantic.index.nodes(cst.For)[0]
+    assert len(semantic.calls_under(loop)) == 3
+
+
+# -- dataflow -----------------------------------------------------------------------------------
+
+def reaching(source: str, name: str = "y"):
+    semantic = model(source)
+    use = [c.args[0].value for c in calls(semantic, "use")][-1]
+    assert isinstance(use, cst.Name) and use.value == name
+    definition = semantic.reaching_definition(use)
+    if definition is None:
+        return None
+    if definition.kind == "assign":
+        return semantic.module.code_for_node(definition.value)
+    return definition.kind
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("y = a\nuse(y)", "a"),
+    ("y = a\ny = b\nuse(y)", "b"),
+    ("y = a\nif c:\n    y = b\nuse(y)", None),
+    ("y = a\nif c:\n    use(y)", "a"),
+    ("if c:\n    y = b\n    use(y)", "b"),
+    ("y = a\nfor i in r:\n    use(y)\n    y = b", None),
+    ("for i in r:\n    y = b\n    use(y)\n    y = c", "b"),
+    ("y = a\ntry:\n    y = b\nexcept E:\n    pass\nuse(y)", None),
+    ("with m() as y:\n    use(y)", "with"),
+    ("with ctx():\n    y = a\nuse(y)", "a"),
+    ("y = a; use(y)", "a"),
+    ("y, z = a\nuse(y)", "other"),
+    ("y = a\ny += 1\nuse(y)", "augassign"),
+    ("y = a\ndef inner():\n    y = b\nuse(y)", "a"),
+    ("y = a\n[y for y in r]\nuse(y)", None),
+    ("use(y)", "param"),
+])
+def test_reaching_definition(body, expected):
+    source = "def f(y=None, a=1, b=2, c=3, r=(), m=None, E=Exception, z=0):\n" + textwrap.indent(body, "    ") + "\n"
+    assert reaching(source) == expected
+
+
+def test_reaching_definition_module_level_is_unknown_without_assignment():
+    assert reaching("use(y)\n") is None
+
+
+def test_reaching_value_follows_copies():
+    semantic = model("def f(x):\n    a = x.t()\n    b = a\n    use(b)\n")
+    use = calls(semantic, "use")[0].args[0].value
+    assert semantic.module.code_for_node(semantic.reaching_value(use)) == "x.t()"
