@@ -185,16 +185,18 @@ def execute(run: LintRun) -> int:
 
 def lint_run(run: LintRun):
     """Lint the run's files (or stdin) and return FileResults in a stable order."""
-    from torchlint.runner import lint_data, lint_files, rules_for
-
     if run.stdin_source is not None:
+        from torchlint.runner import lint_data, rules_for
+
         rules = rules_for(run.stdin_name, run.config, run.select, run.ignore)
         return [lint_data(run.stdin_name, run.stdin_source, rules)]
     try:
         from torchlint.parallel import lint_paths
     except ImportError:
+        from torchlint.runner import lint_files
+
         return lint_files(run.files, run.config, run.select, run.ignore)
-    return lint_paths(run)
+    return lint_paths(run)  # imports the parser only for files that need parsing
 
 
 def report(run: LintRun, results) -> None:

@@ -14,6 +14,7 @@ from torchlint import diagnostics
 from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.positions import node_ranges
+from torchlint.prefilter import could_match_triggers, cpython_syntax_error, syntax_ok, too_deep
 from torchlint.rules import all_rules
 from torchlint.rules.base import InsertBefore, Replace, Report, Rule, RuleContext
 from torchlint.source import SourceError, decode_source
@@ -32,11 +33,15 @@ def select_rules(select: Optional[Iterable[str]] = None, ignore: Iterable[str] =
 
 
 def could_match(text: str, rules: Sequence[Rule]) -> bool:
-    """Whether any rule could fire on `text`, judged from its triggers without parsing."""
-    for rule in rules:
-        if not rule.triggers or any(trigger in text for trigger in rule.triggers):
-            return True
-    return False
+    """Whether any rule could fire on `text`, judged from its triggers without parsing (one
+    regex pass over the text; see torchlint/prefilter.py)."""
+    if not PREFILTER_ENABLED:
+        return True
+    return could_match_triggers(text, [rule.triggers for rule in rules])
+
+
+# Tests switch this off to prove the pre-filter sound (identical findings with and without it).
+PREFILTER_ENABLED = True
 
 
 def lint_source(
@@ -70,7 +75,10 @@ def lint_text(
     if suppressions is not None and suppressions.file_ignored:
         return result
     if module is None and not could_match(text, rules):
-        return result
+        if syntax_ok(text):  # no rule can fire; still report a syntax error like any other file
+            return result
+        parsed = parse(text, path)
+        return parsed if isinstance(parsed, FileResult) else result
     if module is None:
         parsed = parse(text, path)
         if isinstance(parsed, FileResult):
@@ -88,9 +96,16 @@ def lint_text(
 
 def parse(text: str, path: str):
     """The module, or a FileResult carrying the parse diagnostic."""
+    deep = too_deep(text)  # LibCST's native parser crashes the process on very deep nesting
+    if deep is not None:
+        return diagnostics.failure(path, diagnostics.TOO_COMPLEX, deep)
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
+        precise = cpython_syntax_error(text)  # LibCST's native parser points past the error
+        if precise is not None:
+            reason, row, column = precise
+            return diagnostics.failure(path, diagnostics.SYNTAX_ERROR, f"cannot parse: {reason}", row, column)
         reason = str(error.message).strip().splitlines()[0] if error.message else "invalid syntax"
         return diagnostics.failure(
             path, diagnostics.SYNTAX_ERROR, f"cannot parse: {reason}", error.raw_line, error.raw_column + 1

@@ -63,6 +63,16 @@ def _child_fields(node_type: type) -> Tuple[str, ...]:
     return fields
 
 
+# isinstance(x, cst.CSTNode) goes through ABCMeta.__instancecheck__ (CSTNode is an ABC), which
+# made it the walk's biggest cost; a per-type answer is a dict lookup.
+_IS_NODE: Dict[type, bool] = {}
+
+
+def _node_type(value_type: type) -> bool:
+    answer = _IS_NODE[value_type] = issubclass(value_type, cst.CSTNode)
+    return answer
+
+
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     for name in _child_fields(type(node)):
         value = getattr(node, name)
@@ -89,6 +99,7 @@ class Index:
         by_type = self.by_type
         order = self.order
         fields_of = _FIELDS
+        is_node = _IS_NODE
         stack: List[cst.CSTNode] = [root]
         counter = 0
         while stack:
@@ -101,12 +112,14 @@ class Index:
             children: List[cst.CSTNode] = []
             for name in fields:
                 value = getattr(node, name)
-                if isinstance(value, cst.CSTNode):
-                    children.append(value)
-                elif isinstance(value, (tuple, list)):
+                value_type = type(value)
+                if value_type is tuple or value_type is list:
                     for item in value:
-                        if isinstance(item, cst.CSTNode):
+                        item_type = type(item)
+                        if is_node.get(item_type) or (item_type not in is_node and _node_type(item_type)):
                             children.append(item)
+                elif is_node.get(value_type) or (value_type not in is_node and _node_type(value_type)):
+                    children.append(value)
             for child in children:
                 parent[child] = node
             children.reverse()

@@ -12,6 +12,10 @@ FORMATS: Dict[str, str] = {
     "concise": "torchlint.output.text:write_concise",
     "full": "torchlint.output.text:write_full",
     "json": "torchlint.output.json_format:write_json",
+    "json-lines": "torchlint.output.json_lines:write_json_lines",
+    "github": "torchlint.output.github:write_github",
+    "sarif": "torchlint.output.sarif:write_sarif",
+    "grouped": "torchlint.output.grouped:write_grouped",
 }
 
 

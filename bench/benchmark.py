@@ -1,0 +1,198 @@
+#!/usr/bin/env python
+"""torchlint's speed against its floor (LibCST parse only) and its peer (TorchFix), one run.
+
+    python bench/benchmark.py                      # torch's own sources (+ /work/corpus/* if present)
+    python bench/benchmark.py --corpus DIR [...]   # any directories or files
+    python bench/benchmark.py --repeat 3 --torchfix /path/to/venv/bin/torchfix
+
+Measured over the same files, each the median of --repeat runs, wall clock, whole processes
+(start-up included, as a user feels it):
+  floor        parse every file with libcst.parse_module, one process, nothing else;
+  cold 1 job   torchlint --jobs 1 with an empty cache directory;
+  cold N jobs  torchlint --jobs N (N = CPU count) with an empty cache directory;
+  warm 1 job   torchlint --jobs 1 again over the cache the cold run filled;
+  warm N jobs  the same with N jobs;
+  torchfix     `torchfix` over the same files, when installed (skipped otherwise).
+A snapshot of the torchlint package is linted from a temporary directory so that edits to the
+working tree during the run cannot invalidate the cache between the cold and the warm runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def default_corpus() -> list:
+    import importlib.util
+
+    roots = []
+    spec = importlib.util.find_spec("torch")
+    if spec is not None and spec.submodule_search_locations:
+        roots.append(Path(list(spec.submodule_search_locations)[0]))
+    extra = Path("/work/corpus")
+    if extra.is_dir():
+        roots.extend(sorted(p for p in extra.iterdir() if p.is_dir()))
+    return roots
+
+
+def collect(roots) -> list:
+    files = []
+    for root in roots:
+        root = Path(root)
+        if root.is_file():
+            files.append(str(root))
+        else:
+            files.extend(str(p) for p in sorted(root.rglob("*.py")) if p.is_file())
+    return files
+
+
+def count_lines(files) -> int:
+    total = 0
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                total += handle.read().count(b"\n")
+        except OSError:
+            pass
+    return total
+
+
+FLOOR = r"""
+import sys, time, libcst
+files = [line.rstrip("\n") for line in open(sys.argv[1], encoding="utf-8")]
+for path in files:
+    try:
+        source = open(path, "rb").read()
+        libcst.parse_module(source)
+    except Exception:
+        pass
+"""
+
+
+def timed(command, **kwargs):
+    start = time.perf_counter()
+    completed = subprocess.run(command, capture_output=True, **kwargs)
+    return time.perf_counter() - start, completed
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", action="append", help="directory or file to lint (repeatable)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is shown")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="N for the N-jobs runs")
+    parser.add_argument("--torchfix", default=shutil.which("torchfix"), help="the torchfix executable")
+    parser.add_argument("--skip", action="append", default=[],
+                        help="measurements to leave out: floor, cold1, coldN, warm1, warmN, torchfix")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args(argv)
+
+    files = collect(args.corpus or default_corpus())
+    if not files:
+        print("no files", file=sys.stderr)
+        return 2
+    lines = count_lines(files)
+    work = Path(tempfile.mkdtemp(prefix="torchlint-bench-"))
+    snapshot = work / "snapshot"
+    shutil.copytree(REPO / "torchlint", snapshot / "torchlint",
+                    ignore=shutil.ignore_patterns("__pycache__", "verify"))
+    (snapshot / "torchlint" / "verify").mkdir()
+    (snapshot / "torchlint" / "verify" / "__init__.py").write_text("")
+    listing = work / "files.txt"
+    listing.write_text("\n".join(files) + "\n", encoding="utf-8")
+    env = dict(os.environ, PYTHONPATH=str(snapshot))
+    env.pop("PRE_COMMIT", None)
+    python = sys.executable
+    figures = {}
+
+    def record(name, seconds_list, findings=None):
+        median = statistics.median(seconds_list)
+        figures[name] = {"seconds": median, "runs": seconds_list, "findings": findings,
+                         "files_per_s": len(files) / median if median else float("inf")}
+        print(f"  {name:<12} {median:8.2f} s  ({', '.join(f'{s:.2f}' for s in seconds_list)})", flush=True)
+
+    def torchlint(jobs, cache):
+        command = [python, "-m", "torchlint", "--exit-zero", "--output-format", "json",
+                   "--jobs", str(jobs), "--cache-dir", str(cache), *files]
+        seconds, completed = timed(command, cwd=str(work), env=env)
+        if completed.returncode not in (0, 1):
+            raise SystemExit(f"torchlint failed: {completed.stderr.decode()[-2000:]}")
+        findings = json.loads(completed.stdout or b"[]")
+        return seconds, len([f for f in findings if not f["code"].startswith("TL9")]), findings
+
+    print(f"{len(files)} files, {lines} lines, {os.cpu_count()} CPUs, python {sys.version.split()[0]}", flush=True)
+    if "floor" not in args.skip:
+        runs = []
+        for _ in range(args.repeat):
+            seconds, completed = timed([python, "-c", FLOOR, str(listing)], env=env)
+            runs.append(seconds)
+        record("floor", runs)
+    for label, jobs in (("1", 1), ("N", args.jobs)):
+        cold, warm = [], []
+        found = None
+        for run_number in range(args.repeat):
+            cache = work / f"cache-{label}-{run_number}"
+            if f"cold{label}" not in args.skip or f"warm{label}" not in args.skip:
+                seconds, found, _ = torchlint(jobs, cache)
+                cold.append(seconds)
+            if f"warm{label}" not in args.skip:
+                seconds, warm_found, _ = torchlint(jobs, cache)
+                assert warm_found == found, "the warm run found something else"
+                warm.append(seconds)
+        name = "1 job" if jobs == 1 else f"{jobs} jobs"
+        if f"cold{label}" not in args.skip and cold:
+            record(f"cold {name}", cold, found)
+        if f"warm{label}" not in args.skip and warm:
+            record(f"warm {name}", warm, found)
+    if args.torchfix and "torchfix" not in args.skip:
+        runs = []
+        for _ in range(args.repeat):
+            seconds, completed = timed([args.torchfix, "-j", "1", *files], cwd=str(work))  # one process, like "1 job"
+            runs.append(seconds)
+        tf_findings = sum(1 for line in completed.stdout.decode(errors="replace").splitlines() if ": TOR" in line)
+        record("torchfix", runs, tf_findings)
+    elif "torchfix" not in args.skip:
+        print("  torchfix     not installed (pip install torchfix, or --torchfix PATH)")
+
+    print()
+    print(f"{'measurement':<14}{'files':>7}{'lines':>9}{'findings':>10}{'wall s':>9}{'files/s':>9}"
+          f"{'/floor':>8}{'vs TorchFix':>12}")
+    floor = figures.get("floor", {}).get("seconds")
+    torchfix = figures.get("torchfix", {}).get("seconds")
+    for name, data in figures.items():
+        ratio = f"{data['seconds'] / floor:.2f}x" if floor else "-"
+        speedup = f"{torchfix / data['seconds']:.1f}x" if torchfix and name != "torchfix" else "-"
+        found = "-" if data["findings"] is None else str(data["findings"])
+        print(f"{name:<14}{len(files):>7}{lines:>9}{found:>10}{data['seconds']:>9.2f}"
+              f"{data['files_per_s']:>9.1f}{ratio:>8}{speedup:>12}")
+    c1 = figures.get("cold 1 job", {}).get("seconds")
+    w1 = figures.get("warm 1 job", {}).get("seconds")
+    cn = figures.get(f"cold {args.jobs} jobs", {}).get("seconds")
+    print()
+    if c1 and floor:
+        print(f"cold 1 job / floor       {c1 / floor:5.2f}   (target <= 1.5)")
+    if c1 and torchfix:
+        print(f"files/s vs TorchFix      {torchfix / c1:5.1f}x  (target >= 5)")
+    if c1 and w1:
+        print(f"cold / warm (1 job)      {c1 / w1:5.1f}x  (target >= 10)")
+    if c1 and cn and args.jobs > 1:
+        print(f"1 job / {args.jobs} jobs (cold)     {c1 / cn:5.2f}x  (target >= 1.7 on 2 cores)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"files": len(files), "lines": lines, "cpus": os.cpu_count(),
+                                               "figures": figures}, indent=2))
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Parallel linting, the result cache and the pre-filter (issue 8)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchlint import cache as cache_mod
+from torchlint import engine, parallel
+from torchlint.cli import LintRun
+from torchlint.config import Config
+from torchlint.finding import Applicability, Edit, FileResult, Finding, Fix, Location
+from torchlint.prefilter import could_match_triggers, naive_bracket_depth, pattern_for
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+BAD = "import torch\n\ndef f(x):\n    return x.transpose(0, 1).view(-1)\n"
+
+
+def make_run(files, tmp_path=None, jobs=1, no_cache=True, cache_dir=None, config=None, select=("TL",), ignore=()):
+    args = argparse.Namespace(jobs=jobs, no_cache=no_cache, cache_dir=cache_dir)
+    return LintRun(args, config or Config(root=tmp_path or Path.cwd()), list(select), list(ignore), files=list(files))
+
+
+def fixture_files():
+    return sorted(str(p) for p in FIXTURES.rglob("*.py"))
+
+
+def keyed(results):
+    return [(r.path, [(f.code, f.start, f.end, f.message, f.fix) for f in r.findings]) for r in results]
+
+
+def write_bad_files(tmp_path, count):
+    files = []
+    for i in range(count):
+        path = tmp_path / f"m{i:02d}.py"
+        path.write_text(BAD if i % 2 == 0 else "x = 1\n")
+        files.append(str(path))
+    return files
+
+
+# --- parallel ------------------------------------------------------------------------------
+
+def test_jobs_give_the_same_results_in_input_order():
+    files = fixture_files()
+    assert len(files) >= parallel.MIN_PARALLEL_FILES
+    one = parallel.lint_paths(make_run(files, jobs=1))
+    two = parallel.lint_paths(make_run(files, jobs=2))
+    assert [r.path for r in one] == files
+    assert keyed(one) == keyed(two)
+    assert any(r.findings for r in one)
+
+
+def test_jobs_match_the_plain_runner():
+    from torchlint.runner import lint_files
+
+    files = fixture_files()
+    expected = lint_files(files, Config(), ["TL"], [])
+    assert keyed(parallel.lint_paths(make_run(files, jobs=2))) == keyed(expected)
+
+
+def test_batches_cover_every_file_once(tmp_path):
+    files = write_bad_files(tmp_path, 30)
+    batches = parallel._batches(files, 2)
+    indices = sorted(index for batch in batches for index, _ in batch)
+    assert indices == list(range(30))
+
+
+def test_few_files_stay_in_process(tmp_path, monkeypatch):
+    files = write_bad_files(tmp_path, parallel.MIN_PARALLEL_FILES - 1)
+    monkeypatch.setattr(parallel, "_run_pool", lambda *a: pytest.fail("pool started for few files"))
+    results = parallel.lint_paths(make_run(files, jobs=4))
+    assert [r.path for r in results] == files
+
+
+def test_workers_never_import_torch(tmp_path):
+    files = write_bad_files(tmp_path, 12)
+    code = (
+        "import sys, argparse\n"
+        "from torchlint import parallel\n"
+        "from torchlint.cli import LintRun\n"
+        "from torchlint.config import Config\n"
+        "import concurrent.futures.process as p\n"
+        f"files = {files!r}\n"
+        "def probe():\n"
+        "    return sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+        "run = LintRun(argparse.Namespace(jobs=2, no_cache=True, cache_dir=None), Config(), ['TL'], [], files=files)\n"
+        "results = parallel.lint_paths(run)\n"
+        "assert sum(len(r.findings) for r in results) == 6, results\n"
+        "assert not probe(), probe()\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "with ProcessPoolExecutor(1, mp_context=parallel._context(), initializer=parallel._init_worker,\n"
+        "                         initargs=(parallel.Linter(Config(), ['TL'], [], None),)) as pool:\n"
+        "    assert pool.submit(probe).result() == []\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+# --- cache ---------------------------------------------------------------------------------
+
+def test_cache_directory_layout_and_hits(tmp_path, monkeypatch):
+    files = write_bad_files(tmp_path, 3)
+    cache_dir = tmp_path / "cache"
+    first = parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=str(cache_dir)))
+    assert (cache_dir / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    assert (cache_dir / ".gitignore").read_text().splitlines()[-1] == "*"
+    import torchlint.runner as runner
+
+    monkeypatch.setattr(runner, "lint_data", lambda *a: pytest.fail("cache miss on an unchanged file"))
+    second = parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=str(cache_dir)))
+    assert keyed(first) == keyed(second)
+
+
+def test_cache_key_covers_content_config_and_rules(tmp_path):
+    cache = cache_mod.Cache(tmp_path)
+    base = cache.key(b"x = 1\n", ("TL004",), "py")
+    assert base == cache.key(b"x = 1\n", ("TL004",), "py")
+    assert base != cache.key(b"x = 2\n", ("TL004",), "py")
+    assert base != cache.key(b"x = 1\n", ("TL004", "TL005"), "py")
+    assert base != cache.key(b"x = 1\n", ("TL004",), "ipynb")
+    assert base != cache_mod.Cache(tmp_path, "other-rules").key(b"x = 1\n", ("TL004",), "py")
+
+
+def test_ignored_rule_is_not_served_from_cache(tmp_path):
+    files = write_bad_files(tmp_path, 1)
+    cache_dir = str(tmp_path / "cache")
+    assert parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=cache_dir))[0].findings
+    again = parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=cache_dir, ignore=["TL004"]))
+    assert not [f for f in again[0].findings if f.code == "TL004"]
+
+
+def test_finding_json_round_trip_with_fix_and_cell():
+    finding = Finding(
+        code="TL004", message="m é", path="a.ipynb", start=Location(2, 3), end=Location(2, 9),
+        rule_name="view-after-transpose", cell=3,
+        fix=Fix("Insert", (Edit("x\n", Location(2, 3), Location(2, 9)), Edit("", Location(1, 1), Location(1, 1))),
+                Applicability.UNSAFE),
+    )
+    data = json.loads(json.dumps(cache_mod.finding_to_json(finding)))
+    assert cache_mod.finding_from_json(data, "a.ipynb") == finding
+    diag = Finding("TL901", "cannot parse", "b.py", Location(1, 1), Location(1, 1), "syntax-error", is_diagnostic=True)
+    assert cache_mod.finding_from_json(cache_mod.finding_to_json(diag), "b.py") == diag
+
+
+def test_corrupt_entries_are_misses(tmp_path):
+    files = write_bad_files(tmp_path, 1)
+    cache_dir = tmp_path / "cache"
+    expected = keyed(parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=str(cache_dir))))
+    entries = [p for p in (cache_dir / "v1").rglob("*.json") if not p.name.startswith("rules-")]
+    assert entries
+    for garbage in (b"", b"{not json", b'{"key": "other", "findings": []}', b'{"key": 1}', b"\xff\xfe"):
+        for entry in entries:
+            entry.write_bytes(garbage)
+        assert keyed(parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=str(cache_dir)))) == expected
+    # the corrupt manifest too
+    for manifest in (cache_dir / "v1").glob("rules-*.json"):
+        manifest.write_bytes(b"[[[")
+    assert keyed(parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=str(cache_dir)))) == expected
+
+
+def test_internal_errors_are_never_cached(tmp_path):
+    cache = cache_mod.Cache(tmp_path / "c")
+    result = FileResult("a.py", [Finding("TL903", "boom", "a.py", Location(1, 1), Location(1, 1), is_diagnostic=True)])
+    result.internal_error = True
+    cache.put("ab" * 32, result)
+    assert cache.get("ab" * 32, "a.py") is None
+    assert not list((tmp_path / "c").rglob("abab*.json"))
+
+
+def test_no_cache_writes_nothing(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, "-m", "torchlint", "--no-cache", "bad.py"], cwd=tmp_path,
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert not (tmp_path / ".torchlint_cache").exists()
+
+
+def test_default_and_configured_cache_dir(tmp_path):
+    (tmp_path / "bad.py").write_text(BAD)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "torchlint", *a], cwd=tmp_path,  # noqa: E731
+                                    capture_output=True, text=True, env=env, timeout=120)
+    assert run("bad.py").returncode == 1
+    assert (tmp_path / ".torchlint_cache" / "CACHEDIR.TAG").is_file()
+    (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\ncache-dir = "build/tlcache"\n')
+    assert run("bad.py").returncode == 1
+    assert (tmp_path / "build" / "tlcache" / ".gitignore").is_file()
+    assert run("--cache-dir", "elsewhere", "bad.py").returncode == 1
+    assert (tmp_path / "elsewhere" / "CACHEDIR.TAG").is_file()
+
+
+def test_concurrent_processes_share_one_cache(tmp_path):
+    """Like pre-commit running several torchlint processes at once over one cache directory."""
+    files = write_bad_files(tmp_path, 10)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    command = [sys.executable, "-m", "torchlint", "--output-format", "json", "--cache-dir", "shared-cache",
+               "--jobs", "1", *files]
+    processes = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                 for _ in range(4)]
+    outputs = [p.communicate(timeout=180) for p in processes]
+    assert [p.returncode for p in processes] == [1] * 4, [o[1] for o in outputs]
+    reports = [json.loads(out) for out, _ in outputs]
+    assert all(report == reports[0] for report in reports)
+    assert len(reports[0]) == 5
+    leftovers = [p for p in (tmp_path / "shared-cache").rglob(".tmp-*")]
+    assert not leftovers
+    again = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(again.stdout) == reports[0]
+
+
+def test_warm_run_imports_no_parser(tmp_path):
+    files = write_bad_files(tmp_path, 10)
+    code = (
+        "import sys\n"
+        "from torchlint.cli import main\n"
+        f"rc = main(['-q', '--cache-dir', {str(tmp_path / 'c')!r}, *{files!r}])\n"
+        "assert rc == 1, rc\n"
+        "print('libcst' in sys.modules)\n"
+    )
+    first = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    second = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert first.stdout.strip().endswith("True"), first.stderr
+    assert second.stdout.strip().endswith("False"), second.stderr
+
+
+# --- pre-filter ----------------------------------------------------------------------------
+
+def test_prefilter_is_one_regex_over_all_triggers():
+    pattern = pattern_for([("view",), (".to(", ".cuda(")])
+    assert pattern.search("x.cuda()") and pattern.search("a.view(1)") and not pattern.search("x = 1")
+    assert pattern_for([("view",), ()]) is None  # a rule without triggers matches everything
+    assert could_match_triggers("anything", [()])
+    assert not could_match_triggers("anything", [])
+
+
+def test_prefilter_skips_without_parsing(tmp_path, monkeypatch):
+    (tmp_path / "plain.py").write_text("def f(a):\n    return a\n")
+    monkeypatch.setattr(engine, "parse", lambda *a: pytest.fail("parsed a file without any trigger"))
+    results = parallel.lint_paths(make_run([str(tmp_path / "plain.py")], tmp_path, select=["TL004"]))
+    assert results[0].findings == []
+
+
+def test_prefilter_still_reports_undecodable_files(tmp_path):
+    (tmp_path / "latin.py").write_bytes(b"# coding: ascii\nx = '\xe9'\n")
+    results = parallel.lint_paths(make_run([str(tmp_path / "latin.py")], tmp_path, select=["TL004"]))
+    assert [f.code for f in results[0].findings] == ["TL902"]
+
+
+def test_prefilter_disabled_gives_the_same_findings_on_fixtures(monkeypatch):
+    files = fixture_files()
+    enabled = keyed(parallel.lint_paths(make_run(files)))
+    monkeypatch.setattr(engine, "PREFILTER_ENABLED", False)
+    assert keyed(parallel.lint_paths(make_run(files))) == enabled
+
+
+def test_bracket_depth_guard():
+    assert naive_bracket_depth("f(x)\n" * 500) == 1
+    assert naive_bracket_depth("x = " + "(" * 300 + ")" * 300) == 300

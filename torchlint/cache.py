@@ -1,0 +1,224 @@
+"""The result cache: `.torchlint_cache/`, one JSON file per (file content, version, config, rules).
+
+Layout (ruff's habits): the directory holds `CACHEDIR.TAG` (so backup tools skip it) and a
+`.gitignore` of `*` (so it never shows up in `git status`), then
+`v1/<2 hex>/<sha256>.json` entries and `v1/rules-<fingerprint>.json`, the rule manifest that lets
+a warm run pick rules and pre-filter files without importing LibCST or the rules.
+
+The key is the SHA-256 of: the cache format, torchlint's version, the fingerprint of torchlint's
+own source (so editing a rule invalidates everything), the codes of the rules enabled for that
+file (select/ignore/per-file-ignores resolved), the file kind and the file's bytes. Findings are
+stored without their path (a moved file still hits) and get it back on load.
+
+Concurrency: entries are written to a temporary file in the same directory and renamed with
+`os.replace`, which is atomic on POSIX and Windows, so parallel pre-commit processes see either
+no entry or a whole one. A corrupt, truncated or foreign entry reads as a miss. Results with
+internal errors are never stored. Any OS error (read-only disk, full disk) disables writing
+silently: the cache is an optimisation, never a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple
+
+from torchlint import __version__
+from torchlint.finding import Applicability, Edit, FileResult, Finding, Fix, Location
+
+FORMAT = "v1"
+DEFAULT_DIR = ".torchlint_cache"
+CACHEDIR_TAG = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by torchlint.\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+@lru_cache(maxsize=1)
+def fingerprint() -> str:
+    """A hash of torchlint's analysis code: any edit to a rule or the engine changes it."""
+    digest = hashlib.sha256(__version__.encode())
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        relative = path.relative_to(_PACKAGE).as_posix()
+        if relative.startswith(("verify/", "output/")):
+            continue  # the verifier and the report formats do not change findings
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        digest.update(relative.encode() + b"\0" + data + b"\0")
+    return digest.hexdigest()[:32]
+
+
+# --- Finding <-> JSON ---------------------------------------------------------------------------
+
+def _loc(location: Location) -> List[int]:
+    return [location.row, location.column]
+
+
+def finding_to_json(finding: Finding) -> dict:
+    data = {
+        "code": finding.code,
+        "message": finding.message,
+        "start": _loc(finding.start),
+        "end": _loc(finding.end),
+        "rule_name": finding.rule_name,
+        "cell": finding.cell,
+        "diagnostic": finding.is_diagnostic,
+        "fix": None,
+    }
+    if finding.fix is not None:
+        data["fix"] = {
+            "message": finding.fix.message,
+            "applicability": finding.fix.applicability.value,
+            "edits": [[e.content, _loc(e.start), _loc(e.end)] for e in finding.fix.edits],
+        }
+    return data
+
+
+def finding_from_json(data: dict, path: str) -> Finding:
+    fix = None
+    if data.get("fix") is not None:
+        raw = data["fix"]
+        fix = Fix(
+            message=raw["message"],
+            edits=tuple(Edit(str(c), Location(*s), Location(*e)) for c, s, e in raw["edits"]),
+            applicability=Applicability(raw["applicability"]),
+        )
+    cell = data.get("cell")
+    return Finding(
+        code=str(data["code"]),
+        message=str(data["message"]),
+        path=path,
+        start=Location(*data["start"]),
+        end=Location(*data["end"]),
+        rule_name=str(data.get("rule_name", "")),
+        fix=fix,
+        cell=int(cell) if cell is not None else None,
+        is_diagnostic=bool(data.get("diagnostic", False)),
+    )
+
+
+# --- the cache ----------------------------------------------------------------------------------
+
+def cache_directory(config, cli_dir: Optional[str]) -> Path:
+    """--cache-dir, else `cache-dir` from the config (relative to the config's directory), else
+    .torchlint_cache next to the pyproject.toml (or in the current directory)."""
+    root = Path(getattr(config, "root", None) or Path.cwd())
+    if cli_dir:
+        return Path(cli_dir)
+    configured = getattr(config, "cache_dir", None)
+    if configured:
+        path = Path(os.path.expanduser(configured))
+        return path if path.is_absolute() else root / path
+    return root / DEFAULT_DIR
+
+
+class Cache:
+    def __init__(self, directory: Path, rules_fingerprint: Optional[str] = None) -> None:
+        self.directory = Path(directory)
+        self.entries = self.directory / FORMAT
+        self.fingerprint = rules_fingerprint or fingerprint()
+        self.writable = True
+        self._prepared = False
+
+    # keys
+    def key(self, data: bytes, codes: Sequence[str], kind: str) -> str:
+        digest = hashlib.sha256()
+        header = f"torchlint-cache\0{FORMAT}\0{__version__}\0{self.fingerprint}\0{','.join(codes)}\0{kind}\0"
+        digest.update(header.encode())
+        digest.update(data)
+        return digest.hexdigest()
+
+    def _entry(self, key: str) -> Path:
+        return self.entries / key[:2] / f"{key}.json"
+
+    # reads
+    def get(self, key: str, path: str) -> Optional[FileResult]:
+        try:
+            with open(self._entry(key), "rb") as handle:
+                raw = json.loads(handle.read())
+            if raw.get("key") != key:
+                return None
+            findings = [finding_from_json(item, path) for item in raw["findings"]]
+            return FileResult(path, findings, failed=bool(raw.get("failed", False)))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None  # missing or corrupt: a miss
+
+    # writes
+    def _prepare(self) -> None:
+        if self._prepared:
+            return
+        self._prepared = True
+        try:
+            self.entries.mkdir(parents=True, exist_ok=True)
+            for name, content in (("CACHEDIR.TAG", CACHEDIR_TAG), (".gitignore", "# Created by torchlint\n*\n")):
+                target = self.directory / name
+                if not target.exists():
+                    _atomic_write(target, content.encode())
+        except OSError:
+            self.writable = False
+
+    def put(self, key: str, result: FileResult) -> None:
+        if result.internal_error or not self.writable:
+            return
+        if any(f.code == "TL903" for f in result.findings):
+            return
+        self._prepare()
+        if not self.writable:
+            return
+        payload = {
+            "key": key,
+            "failed": result.failed,
+            "findings": [finding_to_json(f) for f in result.findings],
+        }
+        entry = self._entry(key)
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(entry, json.dumps(payload, separators=(",", ":")).encode())
+        except OSError:
+            self.writable = False
+
+    # the rule manifest: codes and triggers, so a warm run needs neither LibCST nor the rules
+    def _manifest_path(self) -> Path:
+        return self.entries / f"rules-{self.fingerprint}.json"
+
+    def load_manifest(self) -> Optional[List[Tuple[str, Tuple[str, ...]]]]:
+        try:
+            raw = json.loads(self._manifest_path().read_bytes())
+            if raw.get("fingerprint") != self.fingerprint:
+                return None
+            return [(str(code), tuple(str(t) for t in triggers)) for code, triggers in raw["rules"]]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def save_manifest(self, rules) -> None:
+        self._prepare()
+        if not self.writable:
+            return
+        payload = {"fingerprint": self.fingerprint, "rules": [[r.code, list(r.triggers)] for r in rules]}
+        try:
+            _atomic_write(self._manifest_path(), json.dumps(payload).encode())
+        except OSError:
+            self.writable = False
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    fd, temporary = tempfile.mkstemp(prefix=".tmp-", dir=str(target.parent))
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,149 @@
+"""TL006: activation cached on the module in forward."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis import autograd
+from torchlint.finding import Applicability
+from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
+
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
+
+
+class ActivationCachedOnModule(Rule):
+    code = "TL006"
+    name = "activation-cached-on-module"
+    summary = "Tensor computed in `forward` stored on the module without `.detach()`"
+    fix_availability = "sometimes"
+    triggers = ("self.",)
+    node_types = (cst.Assign, cst.AnnAssign, cst.Call)
+    confirmation_module = "tl006"
+    docs = """
+## What it does
+Flags, inside `nn.Module.forward`, `self.attr = t`, `self.attr[k] = t`, `out, self.attr = ...` and
+`self.attr.append(t)` where `t` is a tensor computed in this forward — from a submodule call
+(`self.fc(x)`, `self.lstm(x, h)`), a torch function or tensor method applied to the inputs, or
+arithmetic on those — without `.detach()`.
+
+## Why is this bad?
+The stored tensor holds on to its `grad_fn`, and through it to every activation autograd saved for
+this call: the memory is not freed when the step ends but only when the attribute is overwritten,
+and a list attribute grows by one graph per call. If a later loss uses the cached tensor, backward
+walks into the previous call's graph, whose buffers were already freed, and torch 2.13 raises
+`RuntimeError: Trying to backward through the graph a second time (or directly access saved
+tensors after they have already been freed).` This is the classic RNN bug of carrying the hidden
+state across batches without detaching it.
+
+## Example
+```python
+class LM(nn.Module):
+    def forward(self, x):
+        out, self.hidden = self.lstm(x, self.hidden)
+        self.last_logits = self.head(out)
+        return self.last_logits
+```
+
+Use instead:
+```python
+class LM(nn.Module):
+    def forward(self, x):
+        out, hidden = self.lstm(x, self.hidden)
+        self.hidden = tuple(h.detach() for h in hidden)
+        logits = self.head(out)
+        self.last_logits = logits.detach()
+        return logits
+```
+
+## Fix safety
+The fix appends `.detach()` to the stored value (`self.f = t` becomes `self.f = t.detach()`, also
+for `self.f[k] = t` and `self.f.append(t)`) and is unsafe: code that deliberately backpropagates
+through the cached tensor (truncated BPTT across calls, a loss on a stored attention map) stops
+receiving gradients. There is no fix for tuple targets (`out, self.h = self.rnn(x)`).
+
+Not flagged: non-tensors (`x.shape`, `x.size(0)`, flags, strings, `None` to clear a cache),
+values already detached (`.detach()`, `.detach().cpu()`, `.item()`, `.clone().detach()`), buffer
+updates under `torch.no_grad()` (running statistics), `register_buffer(...)` calls, attributes
+assigned a module or an `nn.Parameter`, and unannotated inputs stored as they are (their type is
+unknown).
+
+## References
+- https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory
+- https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html
+"""
+
+    def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
+        sem = ctx.semantic
+        if autograd.forward_method(sem, node) is None:
+            return
+        if isinstance(node, cst.Call):
+            self._check_append(node, ctx)
+            return
+        targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+        if node.value is None:
+            return
+        for target in targets:
+            for element, value in autograd.assigned_pairs(target, node.value):
+                attribute = _cached_attribute(element)
+                if attribute is None:
+                    continue
+                whole = value if value is not None else node.value
+                if autograd.forward_value(sem, whole) != autograd.COMPUTED:
+                    continue
+                if sem.in_no_grad(node):
+                    return
+                self._report(element, attribute, whole, value is not None and len(targets) == 1, ctx)
+
+    def _check_append(self, call: cst.Call, ctx: RuleContext) -> None:
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "append" and len(call.args) == 1):
+            return
+        attribute = autograd.self_attribute(func.value)
+        if attribute is None or call.args[0].keyword is not None or call.args[0].star:
+            return
+        value = call.args[0].value
+        sem = ctx.semantic
+        if autograd.forward_value(sem, value) != autograd.COMPUTED or sem.in_no_grad(call):
+            return
+        self._report(call, attribute, value, True, ctx, appended=True)
+
+    def _report(self, node, attribute: cst.Attribute, value, fixable: bool, ctx: RuleContext,
+                appended: bool = False) -> None:
+        name = attribute.attr.value
+        shown = ctx.short(value, 40)
+        if appended:
+            what = f"`self.{name}.append({shown})` in `forward` keeps every call's autograd graph alive"
+            advice = f"append `{_detached_text(ctx.code(value), value)}`"
+        elif fixable:
+            what = f"`{ctx.short(node, 40)} = {shown}` in `forward` keeps this call's autograd graph alive"
+            advice = f"store `{_detached_text(ctx.code(value), value)}`"
+        else:
+            what = f"`self.{name}`, assigned from `{shown}` in `forward`, keeps this call's autograd graph alive"
+            advice = "detach it before storing it on the module"
+        message = (
+            f"{what} on the module (memory is not freed; a later backward through it fails with 'Trying "
+            f"to backward through the graph a second time'); {advice}"
+        )
+        fix = None
+        if fixable:
+            text = _detached_text(ctx.code(value), value)
+            fix = FixSpec("Store `.detach()` of the value", (Replace(value, text),),
+                          applicability=Applicability.UNSAFE)
+        ctx.report(node, message, fix)
+
+
+def _cached_attribute(target: cst.BaseExpression) -> Optional[cst.Attribute]:
+    """`self.attr` for targets `self.attr` and `self.attr[k]`."""
+    if isinstance(target, cst.Subscript):
+        target = target.value
+    return autograd.self_attribute(target)
+
+
+def _detached_text(code: str, value: cst.BaseExpression) -> str:
+    if isinstance(value, _ATOMS) and not value.lpar:
+        return f"{code}.detach()"
+    if value.lpar:
+        return f"{code}.detach()"
+    return f"({code}).detach()"

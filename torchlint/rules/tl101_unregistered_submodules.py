@@ -1,0 +1,219 @@
+"""TL101: submodules (or parameters) kept in a plain list or dict are not registered."""
+
+from __future__ import annotations
+
+from typing import Iterable, List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import devices
+from torchlint.analysis.scopes import dotted_name
+from torchlint.analysis.semantic import Semantic, method_call
+from torchlint.finding import Applicability
+from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
+
+STATELESS = devices.STATELESS_MODULES
+PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+REGISTERING = {"ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict"}
+REGISTERING_METHODS = {"add_module", "register_module", "register_parameter"}
+
+
+class UnregisteredSubmodules(Rule):
+    code = "TL101"
+    name = "unregistered-submodules"
+    summary = "Submodules or parameters in a plain list/dict are not registered with the module"
+    fix_availability = "sometimes"
+    triggers = ("__init__",)
+    node_types = (cst.Assign,)
+    confirmation_module = "tl101"
+    docs = """
+## What it does
+Flags, in an `nn.Module.__init__`, a plain Python container of submodules or parameters stored
+on `self`: `self.layers = [nn.Linear(...) for _ in range(n)]`, `self.heads = {"a": nn.Linear(...)}`,
+`self.blocks = []` filled with `self.blocks.append(Block(...))`, or `self.scales = [nn.Parameter(...)]`.
+
+## Why is this bad?
+`nn.Module` registers a submodule only when it is assigned to an attribute directly or held by
+`nn.ModuleList` / `nn.ModuleDict` / `nn.Sequential` (parameters: `nn.ParameterList` /
+`nn.ParameterDict`). Modules inside a plain list or dict are invisible: `model.parameters()` skips
+them, so the optimizer never trains them; `model.to(device)`, `.half()`, `.eval()` do not reach
+them; `state_dict()` does not save them. Measured on torch 2.13 by the confirmation case: a model
+of three `nn.Linear` layers, two of them in a plain list, reports 2 parameter tensors instead of 6
+(and 2 `state_dict()` entries instead of 6).
+
+## Example
+```python
+class MLP(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        self.layers = [nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
+```
+
+Use instead:
+```python
+class MLP(nn.Module):
+    def __init__(self, sizes):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])])
+```
+
+## Fix safety
+The fix wraps the container in `nn.ModuleList` / `nn.ModuleDict` / `nn.ParameterList` (spelled
+with the file's own import of `torch.nn`; `self.blocks = []` becomes `nn.ModuleList()`). It is
+unsafe: the model gains parameters, so optimizers, checkpoints (`state_dict` keys) and parameter
+counts change, and `ModuleDict` keys must be strings. No fix is offered when the file does not
+import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateless activations
+(`[nn.ReLU(), nn.GELU()]`), containers that are later registered (`nn.ModuleList(self.layers)`,
+`nn.Sequential(*self.layers)`, `add_module`), and containers of modules passed in from outside
+(a plain list is a known way to keep a teacher model out of `parameters()`).
+
+## References
+- https://pytorch.org/docs/stable/generated/torch.nn.ModuleList.html
+- https://pytorch.org/docs/stable/generated/torch.nn.ModuleDict.html
+- https://pytorch.org/docs/stable/generated/torch.nn.ParameterList.html
+"""
+
+    def check(self, node: cst.Assign, ctx: RuleContext) -> None:
+        if len(node.targets) != 1:
+            return
+        target = node.targets[0].target
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                and target.value.value == "self"):
+            return
+        value = node.value
+        if not isinstance(value, (cst.List, cst.ListComp, cst.Tuple, cst.Dict, cst.DictComp)):
+            return
+        sem = ctx.semantic
+        if not sem.is_module_method(node, "__init__"):
+            return
+        attr = target.attr.value
+        klass = sem.class_of_method(sem.method_of(node))
+        kind, how = _contents(value, attr, klass, sem)
+        if kind is None or _registered_elsewhere(attr, node, klass, sem):
+            return
+        container = "dict" if isinstance(value, (cst.Dict, cst.DictComp)) else "list"
+        if kind == "parameter":
+            wrapper = "ParameterDict" if container == "dict" else "ParameterList"
+            what = "parameters"
+        else:
+            wrapper = "ModuleDict" if container == "dict" else "ModuleList"
+            what = "submodules"
+        spelled = devices.torch_nn_spelling(sem, wrapper)
+        shown = spelled or f"nn.{wrapper}"
+        fix = None
+        if spelled is not None and not isinstance(value, cst.Tuple):
+            if _is_empty(value):
+                replacement = f"{spelled}()"
+            else:
+                replacement = f"{spelled}({ctx.code(value)})"
+            fix = FixSpec(f"Wrap in `{shown}`", (Replace(value, replacement),), Applicability.UNSAFE)
+        elif spelled is not None:
+            fix = FixSpec(f"Wrap in `{shown}`", (Replace(value, f"{spelled}([{_tuple_items(value, ctx)}])"),),
+                          Applicability.UNSAFE)
+        ctx.report(
+            value,
+            f"`self.{attr}` holds {what} in a plain {container}{how}: they are not registered, so "
+            f"`parameters()`, `.to()` and `state_dict()` miss them — use `{shown}`",
+            fix,
+        )
+
+
+def _is_empty(value: cst.BaseExpression) -> bool:
+    return isinstance(value, (cst.List, cst.Dict)) and not value.elements
+
+
+def _tuple_items(value: cst.Tuple, ctx: RuleContext) -> str:
+    return ", ".join(ctx.code(e.value) for e in value.elements)
+
+
+def _kind(expr: cst.BaseExpression, sem: Semantic) -> Optional[str]:
+    """"module" for a stateful module, "parameter" for `nn.Parameter(...)`, else None."""
+    if isinstance(expr, cst.Call) and sem.is_torch(expr, *PARAMETER):
+        return "parameter"
+    if isinstance(expr, cst.Name):
+        value = sem.reaching_value(expr)
+        if value is None or value is expr:
+            return None
+        return _kind(value, sem)
+    if not sem.is_module_construction(expr):
+        return None
+    name = sem.qualified_name(expr.func) or ""
+    if name.startswith("torch.nn.") and name.split(".")[-1] in STATELESS:
+        return None
+    return "module"
+
+
+def _elements(value: cst.BaseExpression) -> Iterable[cst.BaseExpression]:
+    if isinstance(value, (cst.List, cst.Tuple)):
+        for element in value.elements:
+            if isinstance(element, cst.Element):
+                yield element.value
+    elif isinstance(value, cst.ListComp):
+        yield value.elt
+    elif isinstance(value, cst.Dict):
+        for element in value.elements:
+            if isinstance(element, cst.DictElement):
+                yield element.value
+    elif isinstance(value, cst.DictComp):
+        yield value.value
+
+
+def _contents(value: cst.BaseExpression, attr: str, klass: Optional[cst.ClassDef],
+              sem: Semantic) -> Tuple[Optional[str], str]:
+    kinds = {_kind(e, sem) for e in _elements(value)}
+    for kind in ("module", "parameter"):
+        if kind in kinds:
+            return kind, ""
+    if not _is_empty(value) or klass is None:
+        return None, ""
+    # `self.blocks = []` filled later in __init__: append/extend/insert/item assignment
+    method = sem.method_of(value)
+    for call in sem.index.descendants(method, cst.Call):
+        if not method_call(call, "append", "insert", "extend") or dotted_name(call.func.value) != f"self.{attr}":
+            continue
+        if not call.args:
+            continue
+        added = call.args[-1].value
+        items = list(_elements(added)) if call.func.attr.value == "extend" else [added]
+        for item in items:
+            kind = _kind(item, sem)
+            if kind is not None:
+                return kind, f" (filled by `self.{attr}.{call.func.attr.value}(...)`)"
+    for assign in sem.index.descendants(method, cst.Assign):
+        for t in assign.targets:
+            if isinstance(t.target, cst.Subscript) and dotted_name(t.target.value) == f"self.{attr}":
+                kind = _kind(assign.value, sem)
+                if kind is not None:
+                    return kind, f" (filled by `self.{attr}[...] = ...`)"
+    return None, ""
+
+
+def _registered_elsewhere(attr: str, node: cst.Assign, klass: Optional[cst.ClassDef], sem: Semantic) -> bool:
+    """The class registers the container's content another way: another assignment of
+    `self.<attr>` that is not a plain container, `nn.ModuleList(self.<attr>)`,
+    `nn.Sequential(*self.<attr>)`, or any `add_module`/`register_module` call."""
+    if klass is None:
+        return True
+    spelled = f"self.{attr}"
+    for assign in sem.index.descendants(klass, cst.Assign):
+        if assign is node:
+            continue
+        for t in assign.targets:
+            if dotted_name(t.target) == spelled and not isinstance(
+                    assign.value, (cst.List, cst.ListComp, cst.Tuple, cst.Dict, cst.DictComp)):
+                return True
+    for call in sem.index.descendants(klass, cst.Call):
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+        if name in REGISTERING_METHODS:
+            return True
+        if name == "setattr" and call.args and dotted_name(call.args[0].value) == "self":
+            return True  # `setattr(self, f"layer{i}", layer)` registers the list's modules
+        if name in REGISTERING:
+            for arg in call.args:
+                if dotted_name(arg.value) == spelled:
+                    return True
+    return False
+
+
+__all__ = ["UnregisteredSubmodules"]

@@ -1,0 +1,118 @@
+"""TL103: `module.forward(x)` called directly skips hooks."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis import devices
+from torchlint.analysis.semantic import Semantic, method_call
+from torchlint.finding import Applicability
+from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
+
+MODULE_ANNOTATIONS = (
+    "torch.nn.Module", "torch.nn.modules.module.Module", "lightning.LightningModule",
+    "lightning.pytorch.LightningModule", "pytorch_lightning.LightningModule",
+)
+
+
+class DirectForwardCall(Rule):
+    code = "TL103"
+    name = "direct-forward-call"
+    summary = "`module.forward(x)` called directly skips forward hooks; call `module(x)`"
+    fix_availability = "always"
+    triggers = (".forward",)
+    node_types = (cst.Call,)
+    confirmation_module = "tl103"
+    docs = """
+## What it does
+Flags `m.forward(...)` where `m` is certainly an `nn.Module` instance: a module built in this
+file (`model = Net()`, `self.net = nn.Sequential(...)`), or a parameter annotated as
+`nn.Module` (also when stored as `self.net = net` in `__init__`).
+
+## Why is this bad?
+`module(x)` goes through `nn.Module.__call__`, which runs forward pre-hooks, forward hooks and
+backward hooks around `forward`. Calling `forward` directly skips all of them: feature
+extraction hooks record nothing, pruning/quantization/`torch.utils.hooks` based tools and
+FSDP/DDP wrappers that rely on hooks silently stop working. Measured on torch 2.13 by the
+confirmation case: `model.forward(x)` three times — forward ran 3×, its forward hooks fired 0×.
+
+## Example
+```python
+features = []
+model.layer4.register_forward_hook(lambda m, i, o: features.append(o))
+out = model.forward(x)
+```
+
+Use instead:
+```python
+out = model(x)
+```
+
+## Fix safety
+The fix replaces `m.forward(args)` with `m(args)`. It is unsafe: hooks that were skipped now run,
+which changes behaviour wherever hooks are registered (that is the point, but it is a change).
+Not flagged: `super().forward(...)` and `nn.Module.forward(self, ...)` / `Base.forward(self, ...)`
+inside an override (calling the parent implementation is how overriding works),
+`self.forward(...)` inside the module itself, and receivers not known to be modules.
+
+## References
+- https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.forward
+- https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.register_forward_hook
+"""
+
+    def check(self, node: cst.Call, ctx: RuleContext) -> None:
+        if not method_call(node, "forward"):
+            return
+        receiver = node.func.value
+        if isinstance(receiver, cst.Name) and receiver.value == "self":
+            return
+        sem = ctx.semantic
+        if not _is_module_instance(receiver, sem):
+            return
+        spelled = ctx.code(receiver)
+        ctx.report(
+            node.func.attr,
+            f"`{ctx.short(node, 50)}` calls `forward` directly and skips forward hooks and pre-hooks; "
+            f"call the module: `{ctx.short(receiver, 30)}(...)`",
+            FixSpec(f"Call `{ctx.short(receiver, 30)}(...)` instead", (Replace(node.func, spelled),),
+                    Applicability.UNSAFE),
+        )
+
+
+def _is_module_instance(expr: cst.BaseExpression, sem: Semantic) -> bool:
+    if isinstance(expr, cst.Call):
+        return False  # `super().forward(...)`, `Net().forward(...)` is rare and fine to skip
+    if sem.is_module_expr(expr) or devices.is_module_container_item(sem, expr):
+        return True
+    if isinstance(expr, cst.Name):
+        return _annotated_module_param(expr, sem)
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        values = sem.self_attribute_assignments(expr)
+        return bool(values) and all(
+            isinstance(v, cst.Name) and _annotated_module_param(v, sem) for v in values
+        )
+    return False
+
+
+def _annotated_module_param(name: cst.Name, sem: Semantic) -> bool:
+    definition = sem.reaching_definition(name)
+    if definition is None or definition.kind != "param":
+        return False
+    param = definition.target if isinstance(definition.target, cst.Param) else definition.statement
+    if not isinstance(param, cst.Param) or param.annotation is None:
+        return False
+    annotation = param.annotation.annotation
+    if isinstance(annotation, cst.SimpleString):
+        return False
+    if sem.is_torch(annotation, *MODULE_ANNOTATIONS):
+        return True
+    if isinstance(annotation, cst.Name):
+        for binding in sem.scopes.lookup(annotation.value, annotation) or ():
+            if binding.kind == "class" and binding.node in sem.module_classes():
+                return True
+    return False
+
+
+__all__ = ["DirectForwardCall"]

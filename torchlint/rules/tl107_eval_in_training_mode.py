@@ -1,0 +1,243 @@
+"""TL107: an evaluation loop over a model with Dropout/BatchNorm that was never put in eval mode."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis import evaluation
+from torchlint.analysis.semantic import Semantic, method_call
+from torchlint.finding import Applicability
+from torchlint.rules.base import FixSpec, InsertBefore, Rule, RuleContext
+
+
+class EvalInTrainingMode(Rule):
+    code = "TL107"
+    name = "eval-in-training-mode"
+    summary = "Evaluation loop over a model with Dropout/BatchNorm without `model.eval()`"
+    fix_availability = "sometimes"
+    triggers = ("Dropout", "BatchNorm", "InstanceNorm", "torchvision")
+    node_types = (cst.Call,)
+    confirmation_module = "tl107"
+    docs = """
+## What it does
+Flags two ways of evaluating a model in the wrong mode.
+
+First, a call of a model inside a loop that is clearly evaluation — the call runs under
+`torch.no_grad()` / `inference_mode()` in a block that computes no gradients, or the function is
+named like `evaluate`, `validate`, `test`, `predict` or `infer` and computes no gradients — when
+the model certainly contains Dropout or BatchNorm layers (it is built in this file from such
+layers, or is a torchvision classifier that has them) and nothing in the file ever calls
+`.eval()` or `.train(False)`.
+
+The rule is deliberately narrow: the model must be a local name whose construction the analysis
+sees, it must not be handed to another function before the loop (that function could switch
+modes), and a single `.eval()` anywhere in the file silences it.
+
+Second, a plain `model.eval()` statement in the body of a loop that also trains (a backward
+call in the loop, and an optimizer of the file built over `model.parameters()`) when nothing in
+the loop ever calls `.train()`: the first iteration trains in training mode, every later one in
+eval mode.
+
+## Why is this bad?
+`no_grad` turns autograd off but leaves the module in training mode: Dropout keeps zeroing
+activations at random, so outputs differ from run to run (measured on torch 2.13 by the
+confirmation case), and BatchNorm normalises with the batch's statistics and keeps updating its
+running statistics from validation data. With batch size 1 BatchNorm raises
+`ValueError: Expected more than 1 value per channel when training`. Reported accuracy is wrong
+and the model saved afterwards has drifted. The other way round, training after an un-undone
+`eval()` runs without Dropout and never updates BatchNorm's running statistics (measured by the
+confirmation case: no update in the second epoch).
+
+## Example
+```python
+model = nn.Sequential(nn.Linear(16, 16), nn.Dropout(0.5), nn.Linear(16, 2))
+...
+with torch.no_grad():
+    for x, y in val_loader:
+        correct += (model(x).argmax(1) == y).sum()
+```
+
+Use instead:
+```python
+model.eval()
+with torch.no_grad():
+    for x, y in val_loader:
+        correct += (model(x).argmax(1) == y).sum()
+model.train()  # if training continues
+```
+
+## Fix safety
+When the evaluation loop is not inside a loop that also trains, the fix inserts `model.eval()`
+before it (no fix for the missing `.train()`: where the training steps start is the author's
+call). It is unsafe: it changes the model's outputs (that is the point) and leaves the model
+in eval mode afterwards, so later code that expected training mode must call `model.train()`.
+
+## References
+- https://pytorch.org/docs/stable/generated/torch.nn.Module.html#torch.nn.Module.eval
+- https://pytorch.org/docs/stable/notes/autograd.html#evaluation-mode-nn-module-eval
+- https://pytorch.org/docs/stable/generated/torch.nn.Dropout.html
+"""
+
+    def check(self, node: cst.Call, ctx: RuleContext) -> None:
+        func = node.func
+        if evaluation.is_eval_mode_call(ctx.semantic, node):
+            self._check_training_resumed(node, ctx)
+            return
+        if not isinstance(func, cst.Name):
+            return
+        sem = ctx.semantic
+        loops = evaluation.evaluation_loops(sem, node)
+        if not loops:
+            return
+        scope = evaluation.scope_body(sem, node)
+        reason = _clearly_evaluation(sem, node, scope)
+        if reason is None:
+            return
+        if _any_mode_switch(sem):
+            return
+        layer = evaluation.stochastic_layer_of(sem, func)
+        if layer is None:
+            return
+        if _passed_along_before(sem, func.value, scope, loops[-1]):
+            return
+        if _first_in_loop(sem, node, loops[0]) is not node:
+            return
+        fix = None
+        anchor = _insertion_point(sem, node, loops[0])
+        if isinstance(anchor, (cst.For, cst.While, cst.With)) and not any(
+            evaluation.has_backward(sem, loop) for loop in sem.enclosing_loops(anchor)
+        ):
+            fix = FixSpec(f"Call `{func.value}.eval()` before the evaluation loop",
+                          (InsertBefore(anchor, f"{func.value}.eval()"),), Applicability.UNSAFE)
+        ctx.report(
+            node,
+            f"`{func.value}` has {layer} but is still in training mode in this evaluation loop "
+            f"({reason}): outputs are random and BatchNorm statistics drift; call "
+            f"`{func.value}.eval()` before the loop (and `.train()` after it if training resumes)",
+            fix,
+        )
+
+
+    def _check_training_resumed(self, node: cst.Call, ctx: RuleContext) -> None:
+        """`model.eval()` in a loop that also trains, with no `.train()` anywhere in the loop:
+        from the second iteration on the training steps run in eval mode."""
+        sem = ctx.semantic
+        receiver = node.func.value
+        if not isinstance(receiver, cst.Name):
+            return
+        statement = sem.statement_of(node)
+        line = sem.parent(statement)
+        loops = sem.enclosing_loops(node)
+        if not loops or not isinstance(line, cst.SimpleStatementLine):
+            return
+        loop = loops[0]
+        if sem.parent(line) is not loop.body or not sem.is_expression_statement(node):
+            return  # only a plain `model.eval()` directly in the loop body
+        if not evaluation.has_backward(sem, loop):
+            return
+        for call in sem.calls_under(loop):
+            if method_call(call, "train") or (call is not node and evaluation.is_eval_mode_call(sem, call)
+                                              and not evaluation.same_spelling(call.func.value, receiver)):
+                return
+            if any(isinstance(a.value, cst.Name) and a.value.value == receiver.value for a in call.args) \
+                    and not sem.is_torch(call, "torch.*"):
+                return  # handed to a function that may switch modes
+        for attribute in sem.index.nodes(cst.Attribute):
+            if attribute.attr.value == "training" and isinstance(sem.parent(attribute), cst.AssignTarget):
+                return
+        if not _optimized(sem, receiver):
+            return  # e.g. a frozen teacher put in eval mode while a student trains
+        layer = evaluation.stochastic_layer_of(sem, receiver)
+        if layer is None:
+            return
+        ctx.report(
+            node,
+            f"`{receiver.value}.eval()` in a loop that also trains is never undone: from the second "
+            f"iteration on, training runs in eval mode ({layer}: Dropout off, BatchNorm statistics "
+            f"frozen); call `{receiver.value}.train()` before the training steps",
+        )
+
+
+def _optimized(sem: Semantic, model: cst.Name) -> bool:
+    """An optimizer of this file is built over `model.parameters()`."""
+    for call in sem.index.nodes(cst.Call):
+        if not sem.is_optimizer_construction(call):
+            continue
+        for inner in sem.index.descendants(call, cst.Call):
+            if method_call(inner, "parameters", "named_parameters") and \
+                    evaluation.same_spelling(inner.func.value, model):
+                return True
+    return False
+
+
+def _clearly_evaluation(sem: Semantic, call: cst.Call, scope) -> Optional[str]:
+    if evaluation.certainly_no_grad(sem, call):
+        block = _grad_block(sem, call)
+        if block is not None and not evaluation.has_backward(sem, block):
+            return "under `no_grad`"
+    if isinstance(scope, cst.FunctionDef) and evaluation.is_eval_function_name(scope.name.value) \
+            and not evaluation.has_backward(sem, scope):
+        return f"in `{scope.name.value}()`"
+    return None
+
+
+def _grad_block(sem: Semantic, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The with-statement or decorated function that makes `node` run under no_grad."""
+    child = node
+    for ancestor in sem.ancestors(node):
+        if isinstance(ancestor, cst.With) and child is ancestor.body:
+            if any(sem._grad_context(i.item) is not None for i in ancestor.items):
+                return ancestor
+        elif isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
+            if any(sem._grad_context(d.decorator) is not None for d in ancestor.decorators):
+                return ancestor
+        child = ancestor
+    return None
+
+
+def _any_mode_switch(sem: Semantic) -> bool:
+    """Anything in the file that may put a module in eval mode: `.eval()`, `.train(<not True>)`,
+    or `.training = ...`."""
+    for call in sem.index.nodes(cst.Call):
+        if evaluation.is_eval_mode_call(sem, call):
+            return True
+        if method_call(call, "train") and call.args:
+            value = call.args[0].value
+            if not (isinstance(value, cst.Name) and value.value == "True"):
+                return True
+    for attribute in sem.index.nodes(cst.Attribute):
+        if attribute.attr.value == "training":
+            parent = sem.parent(attribute)
+            if isinstance(parent, cst.AssignTarget):
+                return True
+    return False
+
+
+def _passed_along_before(sem: Semantic, name: str, scope, loop) -> bool:
+    """`name` is handed to a call (other than torch's own) before `loop` in `scope`."""
+    for call in sem.index.descendants(scope, cst.Call):
+        if not evaluation.before(sem, call, loop):
+            continue
+        for arg in call.args:
+            if isinstance(arg.value, cst.Name) and arg.value.value == name:
+                if not sem.is_torch(call, "torch.*"):
+                    return True
+    return False
+
+
+def _first_in_loop(sem: Semantic, node: cst.Call, loop) -> cst.Call:
+    for call in sem.index.descendants(loop, cst.Call):
+        if evaluation.same_spelling(call.func, node.func) and evaluation.before(sem, call, node):
+            node = call
+    return node
+
+
+def _insertion_point(sem: Semantic, call: cst.Call, loop) -> Optional[cst.CSTNode]:
+    """The innermost of the evaluation loop and the no_grad block around the call: the statement
+    before which `model.eval()` goes."""
+    block = _grad_block(sem, call)
+    if isinstance(block, cst.With) and sem.index.contains(loop, block):
+        return block
+    return loop

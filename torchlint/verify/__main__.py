@@ -1,0 +1,5 @@
+import sys
+
+from torchlint.verify import main
+
+sys.exit(main())

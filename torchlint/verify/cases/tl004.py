@@ -1,0 +1,70 @@
+"""TL004: .view() on the result of permute/transpose."""
+
+from torchlint.verify.case import Case
+
+VIEW_MESSAGE = "view size is not compatible with input tensor's size and stride"
+
+CASES = [
+    Case(
+        rule="TL004",
+        title="attention heads merged with .transpose(1, 2).view(...)",
+        bad="""\
+import torch
+
+batch, heads, seq, dim = 2, 4, 5, 8
+attn = torch.randn(batch, heads, seq, dim, device=DEVICE)
+merged = attn.transpose(1, 2).view(batch, seq, heads * dim)
+""",
+        good="""\
+import torch
+
+batch, heads, seq, dim = 2, 4, 5, 8
+attn = torch.randn(batch, heads, seq, dim, device=DEVICE)
+merged = attn.transpose(1, 2).reshape(batch, seq, heads * dim)
+""",
+        bad_line=5,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": VIEW_MESSAGE, "show": ["merged.shape"]},
+    ),
+    Case(
+        rule="TL004",
+        title="permuted tensor flattened with .view(...)",
+        bad="""\
+import torch
+
+images = torch.randn(2, 3, 4, 4, device=DEVICE)
+channels_last = images.permute(0, 2, 3, 1)
+flat = channels_last.view(2, -1)
+""",
+        good="""\
+import torch
+
+images = torch.randn(2, 3, 4, 4, device=DEVICE)
+channels_last = images.permute(0, 2, 3, 1)
+flat = channels_last.contiguous().view(2, -1)
+""",
+        bad_line=5,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": VIEW_MESSAGE,
+                "show": ["channels_last.stride()", "flat.shape"]},
+    ),
+    Case(
+        rule="TL004",
+        title="transposed matrix (.T) flattened with .view(-1)",
+        bad="""\
+import torch
+
+weight = torch.randn(3, 4, device=DEVICE)
+column_major = weight.T.view(-1)
+""",
+        good="""\
+import torch
+
+weight = torch.randn(3, 4, device=DEVICE)
+column_major = weight.T.reshape(-1)
+""",
+        bad_line=4,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": VIEW_MESSAGE, "show": ["column_major.shape"]},
+    ),
+]
