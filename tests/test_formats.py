@@ -79,6 +79,11 @@ def test_sarif_validates_against_the_official_schema(project):
     validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
     errors = sorted(validator.iter_errors(log), key=lambda e: list(e.path))
     assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:10])
+    # the schema is really checked: a broken region and level are rejected
+    result = log["runs"][0]["results"][0]
+    result["level"] = "severe"
+    result["locations"][0]["physicalLocation"]["region"]["startLine"] = 0
+    assert len(list(validator.iter_errors(log))) >= 2
 
 
 def test_sarif_content(project):

@@ -376,14 +376,15 @@ def test_module_container_items():
                 self.plain = [nn.Linear(2, 2)]
             def forward(self, x):
                 for a in self.blocks:
-                    pass
+                    use(a)
                 for i, b in enumerate(self.blocks):
-                    pass
+                    use(b)
                 for c in self.plain:
-                    pass
+                    use(c)
                 d = self.blocks[0]
-                return a, b, c, d
+                use(d)
         """)
-    ret = sem.index.nodes(cst.Return)[-1]
-    names = [e.value for e in ret.value.elements]
+    calls = [c for c in sem.index.nodes(cst.Call) if getattr(c.func, "value", None) == "use"]
+    calls.sort(key=sem.index.order.__getitem__)
+    names = [c.args[0].value for c in calls]
     assert [devices.is_module_container_item(sem, n) for n in names] == [True, True, False, True]
