@@ -108,6 +108,10 @@ def _is_transposing(expr: cst.BaseExpression, ctx: RuleContext) -> bool:
         return True
     if method_call(expr, *TRANSPOSING_METHODS):
         owner = expr.func.value
+        if isinstance(owner, cst.Name) and owner.value == "self":
+            return False  # `self.t(x)` calls a submodule or method named like a transpose
+        if expr.func.attr.value == "t" and expr.args:
+            return False  # `Tensor.t()` takes no arguments: this is something else
         # `torch.t(x)` is handled above; `np.transpose` / `torch.Tensor.t` style calls are not ours.
         return ctx.semantic.qualified_name(owner) is None and not (
             isinstance(owner, cst.Name) and owner.value in ("np", "numpy")
