@@ -322,8 +322,8 @@ def test_evaluation_loops_include_comprehension_elements_only():
     """)
     calls = sorted((c for c in semantic.index.nodes(cst.Call) if getattr(c.func, "value", None) == "model"),
                    key=semantic.index.order.__getitem__)
-    assert len(evaluation.evaluation_loops(semantic, calls[0])) == 1
-    assert evaluation.evaluation_loops(semantic, calls[1]) == []
+    assert len(semantic.enclosing_loops(calls[0], comprehensions=True)) == 1
+    assert semantic.enclosing_loops(calls[1], comprehensions=True) == []
 
 
 def test_tl107_eval_not_undone_message():

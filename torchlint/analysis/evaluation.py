@@ -128,25 +128,6 @@ def before(sem: Semantic, a: cst.CSTNode, b: cst.CSTNode) -> bool:
     return sem.index.order[a] < sem.index.order[b]
 
 
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
-
-
-def evaluation_loops(sem: Semantic, node: cst.CSTNode) -> list:
-    """For/While loops and comprehensions that repeat `node`, innermost first, within its
-    function (a comprehension counts when `node` is in its element, not its iterable)."""
-    loops = []
-    child = node
-    for ancestor in sem.ancestors(node):
-        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            break
-        if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
-            loops.append(ancestor)
-        elif isinstance(ancestor, _COMPREHENSIONS):
-            element = ancestor.value if isinstance(ancestor, cst.DictComp) else ancestor.elt
-            if child is element or (isinstance(ancestor, cst.DictComp) and child is ancestor.key):
-                loops.append(ancestor)
-        child = ancestor
-    return loops
 
 
 def scope_body(sem: Semantic, node: cst.CSTNode) -> cst.CSTNode:
@@ -263,14 +244,7 @@ def is_criterion(sem: Semantic, expr: cst.BaseExpression, classes: Iterable[str]
         expr.attr.value if isinstance(expr, cst.Attribute) else None)
     if spelled is None or spelled not in _constructed_names(sem, classes):
         return False
-    if isinstance(expr, cst.Name):
-        value = sem.reaching_value(expr)
-        if value is not None and value is not expr:
-            return is_criterion(sem, value, classes, depth - 1)
-        return sem._binding_value_everywhere(expr, lambda v: is_criterion(sem, v, classes, depth - 1))
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-        return sem.self_attribute_is(expr, lambda v: is_criterion(sem, v, classes, depth - 1))
-    return False
+    return sem.bound_value_is(expr, lambda v: is_criterion(sem, v, classes, depth - 1))
 
 
 def _cache(sem: Semantic) -> dict:
@@ -351,14 +325,7 @@ def _is_activation_module(sem: Semantic, expr: cst.BaseExpression, kind: str, de
                 if binding.kind == "class" and binding.node in sem.module_classes():
                     return _forward_returns_activation(sem, binding.node, kind, depth - 1)
         return False
-    if isinstance(expr, cst.Name):
-        value = sem.reaching_value(expr)
-        if value is not None and value is not expr:
-            return _is_activation_module(sem, value, kind, depth - 1)
-        return sem._binding_value_everywhere(expr, lambda v: _is_activation_module(sem, v, kind, depth - 1))
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-        return sem.self_attribute_is(expr, lambda v: _is_activation_module(sem, v, kind, depth - 1))
-    return False
+    return sem.bound_value_is(expr, lambda v: _is_activation_module(sem, v, kind, depth - 1))
 
 
 def _forward_returns_activation(sem: Semantic, klass: cst.ClassDef, kind: str, depth: int) -> bool:

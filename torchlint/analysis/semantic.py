@@ -43,6 +43,7 @@ TENSOR_FACTORIES = {
     "logspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
     "randn_like", "randint_like", "as_tensor", "randperm", "normal",
 }
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 OPTIMIZER_PARAM_NAMES = {"optimizer", "opt", "optim", "optimiser"}
 
 
@@ -173,8 +174,10 @@ class Semantic:
         return self.grad_mode(node) in ("no_grad", "unknown")
 
     # -- loops ------------------------------------------------------------------------------
-    def enclosing_loops(self, node: cst.CSTNode) -> List[cst.CSTNode]:
-        """For/While loops whose body holds `node`, innermost first, within its function."""
+    def enclosing_loops(self, node: cst.CSTNode, comprehensions: bool = False) -> List[cst.CSTNode]:
+        """For/While loops whose body holds `node`, innermost first, within its function. With
+        `comprehensions`, also comprehensions that repeat `node` (it is in their element, not
+        their iterable)."""
         loops = []
         child = node
         for ancestor in self.ancestors(node):
@@ -182,6 +185,13 @@ class Semantic:
                 break
             if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
                 loops.append(ancestor)
+            elif comprehensions and isinstance(ancestor, _COMPREHENSIONS):
+                if isinstance(ancestor, cst.DictComp):
+                    repeated = child is ancestor.value or child is ancestor.key
+                else:
+                    repeated = child is ancestor.elt
+                if repeated:
+                    loops.append(ancestor)
             child = ancestor
         return loops
 
@@ -326,15 +336,19 @@ class Semantic:
             return True
         if method_call(expr, *MODULE_SELF_METHODS):
             return self.is_module_expr(expr.func.value, depth - 1)
+        return self.bound_value_is(expr, lambda v: self.is_module_expr(v, depth - 1))
+
+    def bound_value_is(self, expr: cst.BaseExpression, predicate) -> bool:
+        """Whether what `expr` is bound to satisfies `predicate`: for a name, the value that
+        certainly reaches it (else every assignment of it in its scope); for `self.attr`, every
+        value assigned to it in the class. False for anything else."""
         if isinstance(expr, cst.Name):
             value = self.reaching_value(expr)
             if value is not None and value is not expr:
-                return self.is_module_expr(value, depth - 1)
-            if self._binding_value_everywhere(expr, lambda v: self.is_module_expr(v, depth - 1)):
-                return True
-            return False
+                return predicate(value)
+            return self._binding_value_everywhere(expr, predicate)
         if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            return self.self_attribute_is(expr, lambda v: self.is_module_expr(v, depth - 1))
+            return self.self_attribute_is(expr, predicate)
         return False
 
     def _binding_value_everywhere(self, name: cst.Name, predicate) -> bool:

@@ -239,14 +239,7 @@ def is_criterion(sem: "Semantic", expr: cst.BaseExpression, depth: int = 3) -> b
         return False
     if isinstance(expr, cst.Call):
         return is_loss_class(sem, expr.func)
-    if isinstance(expr, cst.Name):
-        value = sem.reaching_value(expr)
-        if value is not None and value is not expr:
-            return is_criterion(sem, value, depth - 1)
-        return sem._binding_value_everywhere(expr, lambda v: is_criterion(sem, v, depth - 1))
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-        return sem.self_attribute_is(expr, lambda v: is_criterion(sem, v, depth - 1))
-    return False
+    return sem.bound_value_is(expr, lambda v: is_criterion(sem, v, depth - 1))
 
 
 def is_loss_call(sem: "Semantic", call: cst.BaseExpression) -> bool:

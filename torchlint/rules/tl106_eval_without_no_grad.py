@@ -75,7 +75,7 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
         if isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and func.value.value == "self"):
             return
         sem = ctx.semantic
-        loops = evaluation.evaluation_loops(sem, node)
+        loops = sem.enclosing_loops(node, comprehensions=True)
         if not loops or sem.grad_mode(node) is not None:
             return
         if sem.is_expression_statement(node):

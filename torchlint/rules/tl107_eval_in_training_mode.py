@@ -88,7 +88,7 @@ in eval mode afterwards, so later code that expected training mode must call `mo
         if not isinstance(func, cst.Name):
             return
         sem = ctx.semantic
-        loops = evaluation.evaluation_loops(sem, node)
+        loops = sem.enclosing_loops(node, comprehensions=True)
         if not loops:
             return
         scope = evaluation.scope_body(sem, node)
