@@ -101,9 +101,11 @@ def _bound_anywhere(node: cst.CSTNode, name: str) -> set:
     return found
 
 
-def _mentions_binding(statement: cst.CSTNode, name: str) -> bool:
+def _mentions_binding(statement: cst.CSTNode, name: str, index: Optional[Index] = None) -> bool:
     """Whether `statement` might rebind `name` (conservative: any Name of that spelling in a store
     position counts, and any nested def/class of that name)."""
+    if index is not None and not index.mentions(statement, name):
+        return False  # every binding form spells the name as a Name node
     stack = [statement]
     while stack:
         current = stack.pop()
@@ -136,16 +138,18 @@ def _mentions_binding(statement: cst.CSTNode, name: str) -> bool:
     return False
 
 
-def _last_definition_in(statement: cst.CSTNode, name: str):
+def _last_definition_in(statement: cst.CSTNode, name: str, index: Optional[Index] = None):
     """For a statement before the use: its definition of `name`, "unknown" when it may rebind
     the name in a way we cannot follow, or None when it does not touch the name."""
+    if index is not None and not index.mentions(statement, name):
+        return None
     if isinstance(statement, cst.SimpleStatementLine):
         result = None
         for small in statement.body:
             found = _small_defines(small, name)
             if found is not None:
                 result = found
-            elif _mentions_binding(small, name):
+            elif _mentions_binding(small, name, index):
                 result = "unknown"
         return result
     if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
@@ -153,19 +157,19 @@ def _last_definition_in(statement: cst.CSTNode, name: str):
     if isinstance(statement, cst.With):
         for item in statement.items:
             if item.asname is not None and name in _names_in_target(item.asname.name):
-                inner = _last_definition_in_block(statement.body, name)
+                inner = _last_definition_in_block(statement.body, name, index)
                 return inner if inner is not None else Definition("with", statement, target=item)
         # The body of a with block always runs (barring an exception, which leaves the function).
-        return _last_definition_in_block(statement.body, name)
-    if _mentions_binding(statement, name):
+        return _last_definition_in_block(statement.body, name, index)
+    if _mentions_binding(statement, name, index):
         return "unknown"
     return None
 
 
-def _last_definition_in_block(block: cst.BaseSuite, name: str):
+def _last_definition_in_block(block: cst.BaseSuite, name: str, index: Optional[Index] = None):
     body = block.body if isinstance(block.body, (list, tuple)) else ()
     for statement in reversed(body):
-        found = _last_definition_in(statement, name)
+        found = _last_definition_in(statement, name, index)
         if found is not None:
             return found
     return None
@@ -190,7 +194,7 @@ def reaching_definition(index: Index, use: cst.Name) -> Optional[Definition]:
             found = _small_defines(small, name)
             if found is not None:
                 return found
-            if _mentions_binding(small, name):
+            if _mentions_binding(small, name, index):
                 return None
         current = line
     while True:
@@ -201,7 +205,7 @@ def reaching_definition(index: Index, use: cst.Name) -> Optional[Definition]:
             position = next((i for i, item in enumerate(body) if item is current), None)
             if position is not None:
                 for earlier in reversed(body[:position]):
-                    found = _last_definition_in(earlier, name)
+                    found = _last_definition_in(earlier, name, index)
                     if found == "unknown":
                         return None
                     if found is not None:
@@ -223,12 +227,12 @@ def reaching_definition(index: Index, use: cst.Name) -> Optional[Definition]:
             return None
         if isinstance(owner, (cst.For, cst.While)):
             # The loop body may run again: a binding anywhere in the loop reaches by the back edge.
-            if _mentions_binding(owner.body, name):
+            if _mentions_binding(owner.body, name, index):
                 return None
             if isinstance(owner, cst.For) and parent_block is owner.body:
                 if name in _names_in_target(owner.target):
                     return Definition("for", owner, target=owner)
-            if isinstance(owner, cst.For) and _mentions_binding(owner.target, name):
+            if isinstance(owner, cst.For) and _mentions_binding(owner.target, name, index):
                 return None
         if isinstance(owner, (cst.Try, cst.TryStar, cst.ExceptHandler)):
             pass  # earlier statements of a try block still dominate what follows in it

@@ -8,6 +8,7 @@ so pathologically nested code cannot exhaust the interpreter stack here.
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from typing import Dict, Iterator, List, Optional, Tuple, Type
 
@@ -74,38 +75,100 @@ def _node_type(value_type: type) -> bool:
 
 
 def iter_children(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    for name in _child_fields(type(node)):
+    is_node = _IS_NODE
+    for name in _FIELDS.get(type(node)) or _child_fields(type(node)):
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            yield value
-        elif isinstance(value, (tuple, list)):
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
             for item in value:
-                if isinstance(item, cst.CSTNode):
+                item_type = type(item)
+                if is_node.get(item_type) or (item_type not in is_node and _node_type(item_type)):
                     yield item
+        elif is_node.get(value_type) or (value_type not in is_node and _node_type(value_type)):
+            yield value
+
+
+class _Parents:
+    """`get(node)`: the parent of `node`, like a dict keyed by node. Stored by `id(node)`: LibCST
+    nodes hash through a Python-level `__hash__`, which made hashing the walk's biggest cost."""
+
+    __slots__ = ("_number", "_parent_numbers", "_preorder")
+
+    def __init__(self, number: Dict[int, int], parent_numbers: List[int], preorder: list) -> None:
+        self._number = number
+        self._parent_numbers = parent_numbers
+        self._preorder = preorder
+
+    def get(self, node, default=None):
+        position = self._number.get(id(node))
+        if position is None:
+            return default
+        above = self._parent_numbers[position]
+        return default if above < 0 else self._preorder[above]
+
+    def __getitem__(self, node):
+        found = self.get(node)
+        if found is None:
+            raise KeyError(node)
+        return found
+
+    def __contains__(self, node) -> bool:
+        return self.get(node) is not None
+
+
+class _Order:
+    """`order[node]`: the pre-order number of `node`, like a dict keyed by node."""
+
+    __slots__ = ("_number",)
+
+    def __init__(self, number: Dict[int, int]) -> None:
+        self._number = number
+
+    def get(self, node, default=None):
+        return self._number.get(id(node), default)
+
+    def __getitem__(self, node) -> int:
+        return self._number[id(node)]
+
+    def __contains__(self, node) -> bool:
+        return id(node) in self._number
 
 
 class Index:
-    """Parent links and per-type node lists for one module, built in one walk."""
+    """Parent links, pre-order numbers and per-type node lists for one module, built in one walk.
+
+    `parent.get(node)` and `order[node]` behave like dicts keyed by node."""
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
-        self.parent: Dict[cst.CSTNode, cst.CSTNode] = {}
         self.by_type: Dict[Type[cst.CSTNode], List[cst.CSTNode]] = defaultdict(list)
-        self.order: Dict[cst.CSTNode, int] = {}
+        self.preorder: List[cst.CSTNode] = []
+        self._number: Dict[int, int] = {}
+        self._parent_numbers: List[int] = []
+        self._ends: Optional[List[int]] = None
+        self._position_lists: Dict[type, List[int]] = {}
+        self._name_positions: Optional[Dict[str, List[int]]] = None
         self._walk(module)
+        self.parent = _Parents(self._number, self._parent_numbers, self.preorder)
+        self.order = _Order(self._number)
 
     def _walk(self, root: cst.CSTNode) -> None:
-        parent = self.parent
         by_type = self.by_type
-        order = self.order
+        preorder = self.preorder
+        parent_numbers = self._parent_numbers
+        number = self._number
         fields_of = _FIELDS
         is_node = _IS_NODE
-        stack: List[cst.CSTNode] = [root]
-        counter = 0
+        # Each entry is a node and its parent's number, so nothing is hashed to link them.
+        stack: List[Tuple[cst.CSTNode, int]] = [(root, -1)]
+        pop = stack.pop
+        push = stack.append
         while stack:
-            node = stack.pop()
-            order[node] = counter
-            counter += 1
+            node, above = pop()
+            position = len(preorder)
+            number[id(node)] = position
+            preorder.append(node)
+            parent_numbers.append(above)
             node_type = type(node)
             by_type[node_type].append(node)
             fields = fields_of.get(node_type) or _child_fields(node_type)
@@ -120,10 +183,12 @@ class Index:
                             children.append(item)
                 elif is_node.get(value_type) or (value_type not in is_node and _node_type(value_type)):
                     children.append(value)
-            for child in children:
-                parent[child] = node
-            children.reverse()
-            stack.extend(children)
+            for child in reversed(children):
+                push((child, position))
+
+    def number(self, node: cst.CSTNode) -> Optional[int]:
+        """`node`'s pre-order number, or None for a node outside this module."""
+        return self._number.get(id(node))
 
     def nodes(self, node_type: Type[cst.CSTNode]) -> List[cst.CSTNode]:
         return self.by_type.get(node_type, [])
@@ -139,10 +204,97 @@ class Index:
             return True
         return any(a is outer for a in self.ancestors(inner))
 
-    def descendants(self, node: cst.CSTNode, node_type: Optional[type] = None) -> Iterator[cst.CSTNode]:
+    def descendants(self, node: cst.CSTNode, node_type=None) -> Iterator[cst.CSTNode]:
+        """The nodes under `node` (not `node` itself) in document order, optionally only those
+        of `node_type` (a type or a tuple of types)."""
+        start = self._number.get(id(node))
+        concrete = _concrete_types(node_type)
+        if start is None or concrete is None:
+            yield from self._walk_descendants(node, node_type)
+            return
+        # A subtree is a contiguous run of the pre-order numbering: per-type lists are sorted
+        # by it, so the nodes of a type under `node` are one slice, found by bisection.
+        end = self._subtree_end()[start]
+        if len(concrete) == 1:
+            nodes = self.by_type.get(concrete[0])
+            if nodes:
+                positions = self._positions(concrete[0])
+                yield from nodes[bisect_right(positions, start):bisect_right(positions, end)]
+            return
+        found = []
+        for each in concrete:
+            nodes = self.by_type.get(each)
+            if nodes:
+                positions = self._positions(each)
+                found.extend(nodes[bisect_right(positions, start):bisect_right(positions, end)])
+        number = self._number
+        found.sort(key=lambda each: number[id(each)])
+        yield from found
+
+    def mentions(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether a `Name` spelled `name` is `node` or lies under it (True when unknown)."""
+        start = self._number.get(id(node))
+        if start is None:
+            return True
+        if self._name_positions is None:
+            table: Dict[str, List[int]] = {}
+            number = self._number
+            for each in self.by_type.get(cst.Name, ()):
+                table.setdefault(each.value, []).append(number[id(each)])
+            self._name_positions = table
+        positions = self._name_positions.get(name)
+        if not positions:
+            return False
+        first = bisect_left(positions, start)
+        return first < len(positions) and positions[first] <= self._subtree_end()[start]
+
+    def _walk_descendants(self, node: cst.CSTNode, node_type) -> Iterator[cst.CSTNode]:
         stack = list(iter_children(node))
+        stack.reverse()
         while stack:
             current = stack.pop()
             if node_type is None or isinstance(current, node_type):
                 yield current
-            stack.extend(iter_children(current))
+            children = list(iter_children(current))
+            children.reverse()
+            stack.extend(children)
+
+    def _subtree_end(self) -> List[int]:
+        """For each pre-order number, the last pre-order number inside that node's subtree."""
+        if self._ends is None:
+            parent_numbers = self._parent_numbers
+            ends = list(range(len(parent_numbers)))
+            for position in range(len(parent_numbers) - 1, 0, -1):
+                above = parent_numbers[position]
+                if ends[position] > ends[above]:
+                    ends[above] = ends[position]
+            self._ends = ends
+        return self._ends
+
+    def _positions(self, node_type: type) -> List[int]:
+        positions = self._position_lists.get(node_type)
+        if positions is None:
+            number = self._number
+            positions = self._position_lists[node_type] = [number[id(n)] for n in self.by_type[node_type]]
+        return positions
+
+
+_CONCRETE: Dict[object, Optional[Tuple[type, ...]]] = {}
+
+
+def _concrete_types(node_type) -> Optional[Tuple[type, ...]]:
+    """`node_type` as a tuple of node classes that have no subclasses, or None when it names an
+    abstract class (the bisection only works on exact per-type lists)."""
+    if node_type is None:
+        return None
+    try:
+        return _CONCRETE[node_type]
+    except KeyError:
+        pass
+    types = node_type if isinstance(node_type, tuple) else (node_type,)
+    answer: Optional[Tuple[type, ...]] = types
+    for each in types:
+        if not (isinstance(each, type) and issubclass(each, cst.CSTNode)) or each.__subclasses__():
+            answer = None
+    _CONCRETE[node_type] = answer
+    return answer

@@ -19,6 +19,15 @@ ScopeNode = Union[cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.CST
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 SCOPE_TYPES = (cst.Module, cst.FunctionDef, cst.Lambda, cst.ClassDef) + _COMPREHENSIONS
+_UNPACKING = frozenset({cst.Tuple, cst.List, cst.Element, cst.StarredElement})
+# The node types whose `target` field binds, and how.
+_TARGET_KIND = {cst.AssignTarget: "assign", cst.AnnAssign: "assign", cst.AugAssign: "augassign",
+                cst.For: "for", cst.CompFor: "for", cst.NamedExpr: "walrus"}
+_NAME_TYPES = frozenset({cst.Name, cst.Attribute})
+_DECLARATIONS = frozenset({cst.Global, cst.Nonlocal, cst.NameItem})
+# By exact type (LibCST's node classes are final, and isinstance on them goes through ABCMeta):
+# 1 = the scope covers only the node's `body`, 2 = it covers every child.
+_SCOPE_KIND = {cst.FunctionDef: 1, cst.ClassDef: 1, cst.Lambda: 1, **{c: 2 for c in _COMPREHENSIONS}}
 
 
 @dataclass(frozen=True)
@@ -33,10 +42,10 @@ class Binding:
 def dotted_name(node: cst.BaseExpression) -> Optional[str]:
     """`a.b.c` as a string, for Name/Attribute chains only."""
     parts: List[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) is cst.Attribute:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
@@ -47,33 +56,38 @@ class Scopes:
         self.index = index
         self._scope_of: Dict[cst.CSTNode, cst.CSTNode] = {}
         self._bindings: Optional[Dict[cst.CSTNode, Dict[str, List[Binding]]]] = None
+        self._qualified: Dict[cst.CSTNode, Optional[str]] = {}
+        self._imported_names: Optional[frozenset] = None
 
     # -- which scope a node is in -------------------------------------------------------------
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The innermost scope whose code evaluates `node` (a def's own name is outside it)."""
-        cached = self._scope_of.get(node)
+        cache = self._scope_of
+        cached = cache.get(node)
         if cached is not None:
             return cached
         parent_of = self.index.parent
+        # Every node on the way up shares the answer, so the whole path is cached: later
+        # questions about its neighbours stop after a step or two.
+        path = [node]
         child = node
         current = parent_of.get(node)
         scope: cst.CSTNode = self.index.module
         while current is not None:
-            if isinstance(current, (cst.FunctionDef, cst.ClassDef)):
-                # Decorators, bases, defaults and annotations run in the enclosing scope.
-                if child is current.body:
-                    scope = current
-                    break
-            elif isinstance(current, cst.Lambda):
-                if child is current.body:
-                    scope = current
-                    break
-            elif isinstance(current, _COMPREHENSIONS):
+            kind = _SCOPE_KIND.get(type(current))
+            if kind is not None and (kind == 2 or child is current.body):
+                # Decorators, bases, defaults and annotations of a def run in the enclosing scope.
                 scope = current
                 break
+            known = cache.get(current)
+            if known is not None:
+                scope = known
+                break
+            path.append(current)
             child = current
             current = parent_of.get(current)
-        self._scope_of[node] = scope
+        for visited in path:
+            cache[visited] = scope
         return scope
 
     def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
@@ -149,26 +163,21 @@ class Scopes:
         parent_of = self.index.parent
         child: cst.CSTNode = name
         parent = parent_of.get(name)
-        while isinstance(parent, (cst.Tuple, cst.List, cst.Element, cst.StarredElement)):
+        while type(parent) in _UNPACKING:
             child, parent = parent, parent_of.get(parent)
-        if isinstance(parent, cst.AssignTarget) and child is parent.target:
-            return "assign"
-        if isinstance(parent, cst.AnnAssign) and child is parent.target:
-            return "assign"
-        if isinstance(parent, cst.AugAssign) and child is parent.target:
-            return "augassign"
-        if isinstance(parent, (cst.For, cst.CompFor)) and child is parent.target:
-            return "for"
-        if isinstance(parent, cst.AsName) and child is parent.name:
-            grand = parent_of.get(parent)
-            if isinstance(grand, cst.WithItem):
+        parent_type = type(parent)
+        if parent_type in _TARGET_KIND:
+            return _TARGET_KIND[parent_type] if child is parent.target else None
+        if parent_type is cst.AsName:
+            if child is not parent.name:
+                return None
+            grand = type(parent_of.get(parent))
+            if grand is cst.WithItem:
                 return "with"
-            if isinstance(grand, cst.ExceptHandler):
+            if grand is cst.ExceptHandler:
                 return "other"
             return None  # import aliases are handled with their import
-        if isinstance(parent, cst.NamedExpr) and child is parent.target:
-            return "walrus"
-        if isinstance(parent, (cst.Global, cst.Nonlocal, cst.NameItem)):
+        if parent_type in _DECLARATIONS:
             return "other"
         return None
 
@@ -211,11 +220,11 @@ class Scopes:
         scope = self.scope_of(node)
         first = True
         while True:
-            if first or not isinstance(scope, cst.ClassDef):
+            if first or type(scope) is not cst.ClassDef:
                 found = self.bindings.get(scope, {}).get(name)
                 if found:
                     return found
-            if isinstance(scope, cst.Module):
+            if type(scope) is cst.Module:
                 return None
             first = False
             scope = self.scope_of(scope)
@@ -237,7 +246,25 @@ class Scopes:
 
     def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
         """`torch.nn.functional.relu` for `F.relu` when `F` is `torch.nn.functional`, else None."""
-        dotted = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-        if dotted is None:
-            return None
-        return self._resolve_dotted(dotted, node)
+        cache = self._qualified
+        if node in cache:
+            return cache[node]
+        answer = None
+        dotted = dotted_name(node) if type(node) in _NAME_TYPES else None
+        # Only a name some import binds can resolve: most names are settled without a lookup.
+        if dotted is not None and dotted.partition(".")[0] in self.imported_names:
+            answer = self._resolve_dotted(dotted, node)
+        cache[node] = answer
+        return answer
+
+    @property
+    def imported_names(self) -> frozenset:
+        """Every name an import (or a module-level alias of one) binds, in any scope."""
+        if self._imported_names is None:
+            self._imported_names = frozenset(
+                name
+                for names in self.bindings.values()
+                for name, bindings in names.items()
+                if any(b.kind == "import" for b in bindings)
+            )
+        return self._imported_names

@@ -44,6 +44,8 @@ TENSOR_FACTORIES = {
     "randn_like", "randint_like", "as_tensor", "randperm", "normal",
 }
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+_COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
+_LOOP_BARRIERS = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 OPTIMIZER_PARAM_NAMES = {"optimizer", "opt", "optim", "optimiser"}
 
 
@@ -60,9 +62,11 @@ def keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
 
 def method_call(node: cst.CSTNode, *names: str) -> bool:
     """`<x>.name(...)` for one of `names`."""
+    # Exact type checks: isinstance on LibCST classes goes through ABCMeta, and this runs on
+    # every call of every file.
     return (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
+        type(node) is cst.Call
+        and type(node.func) is cst.Attribute
         and (not names or node.func.attr.value in names)
     )
 
@@ -180,19 +184,24 @@ class Semantic:
         their iterable)."""
         loops = []
         child = node
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+        parent_of = self.index.parent
+        ancestor = parent_of.get(node)
+        while ancestor is not None:
+            kind = type(ancestor)
+            if kind in _LOOP_BARRIERS:
                 break
-            if isinstance(ancestor, (cst.For, cst.While)) and child is ancestor.body:
-                loops.append(ancestor)
-            elif comprehensions and isinstance(ancestor, _COMPREHENSIONS):
-                if isinstance(ancestor, cst.DictComp):
+            if kind is cst.For or kind is cst.While:
+                if child is ancestor.body:
+                    loops.append(ancestor)
+            elif comprehensions and kind in _COMPREHENSION_TYPES:
+                if kind is cst.DictComp:
                     repeated = child is ancestor.value or child is ancestor.key
                 else:
                     repeated = child is ancestor.elt
                 if repeated:
                     loops.append(ancestor)
             child = ancestor
+            ancestor = parent_of.get(ancestor)
         return loops
 
     def calls_under(self, node: cst.CSTNode, follow_functions: bool = True) -> List[cst.Call]:

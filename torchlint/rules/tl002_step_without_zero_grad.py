@@ -102,7 +102,7 @@ in a way the analysis cannot see would lose that accumulation. No fix is offered
         root = optimizer
         while isinstance(root, (cst.Attribute, cst.Subscript)):
             root = root.value
-        if not isinstance(root, cst.Name) or _mentions_binding(body, root.value):
+        if not isinstance(root, cst.Name) or _mentions_binding(body, root.value, ctx.semantic.index):
             return None
         text = f"{ctx.code(optimizer)}.zero_grad()"
         return FixSpec(f"Insert `{text}` at the top of the loop", (InsertBefore(first, text),),
