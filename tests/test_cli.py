@@ -91,6 +91,13 @@ def test_unknown_code_is_usage_error(tmp_path):
     assert "TL999" in result.stderr
 
 
+@pytest.mark.parametrize("code", ["TL900", "TL901", "TL903", "TL905", "TL906"])
+def test_every_diagnostic_code_is_a_known_code(tmp_path, code):
+    (tmp_path / "bad.py").write_text(BAD)
+    result = torchlint("--ignore", code, str(tmp_path / "bad.py"))
+    assert result.returncode == 1, result.stderr
+
+
 def test_config_from_pyproject(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nignore = ["TL004"]\n')
     (tmp_path / "pkg").mkdir()

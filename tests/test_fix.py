@@ -294,6 +294,14 @@ def test_summary_show_fixes_and_exit_codes(tmp_path) -> None:
     assert result.returncode == 0 and "Found 1 error (1 fixed, 0 remaining)." in result.stdout
     path.write_text(BAD)
     assert torchlint("--fix", "--exit-non-zero-on-fix", str(path)).returncode == 1
+
+    for output_format in ("full", "grouped"):
+        path.write_text(BAD + UNSAFE_ONLY)
+        result = torchlint("--fix", "--output-format", output_format, str(path))
+        assert "Found 2 errors (1 fixed, 1 remaining)." in result.stdout, output_format
+    path.write_text(BAD)
+    result = torchlint("--fix", "--output-format", "json", "--show-fixes", str(path))
+    assert json.loads(result.stdout) == [] and "Fixed 1 error:" in result.stderr
     assert torchlint("--fix", "--exit-non-zero-on-fix", str(path)).returncode == 0  # nothing left to fix
 
 

@@ -199,7 +199,9 @@ def lint_run(run: LintRun):
     return lint_paths(run)  # imports the parser only for files that need parsing
 
 
-def report(run: LintRun, results) -> None:
+def report(run: LintRun, results, fixed: int = 0, fix_listing=()) -> None:
+    """Write the report in the chosen format; the text formats close with a summary that counts
+    `fixed` findings and shows `fix_listing` (from `--fix` / `--show-fixes`)."""
     from torchlint.output import writer
 
     name = run.args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
@@ -208,6 +210,8 @@ def report(run: LintRun, results) -> None:
         "unsafe_fixes": run.args.unsafe_fixes,
         "quiet": run.args.quiet,
         "config": run.config,
+        "fixed": fixed,
+        "fix_listing": list(fix_listing),
     }
     if name == "full":
         options["sources"] = _sources(run, results)

@@ -13,9 +13,10 @@ DECODE_ERROR = ("TL902", "decode-error")
 INTERNAL_ERROR = ("TL903", "internal-error")
 TOO_COMPLEX = ("TL904", "too-complex")
 NOTEBOOK_ERROR = ("TL905", "invalid-notebook")
+FIX_NOT_WRITTEN = ("TL906", "fix-not-written")  # reported by the fixer (--fix)
 
 ALL = {code: name for code, name in (UNREADABLE, SYNTAX_ERROR, DECODE_ERROR, INTERNAL_ERROR,
-                                     TOO_COMPLEX, NOTEBOOK_ERROR)}
+                                     TOO_COMPLEX, NOTEBOOK_ERROR, FIX_NOT_WRITTEN)}
 
 
 def diagnostic(path: str, kind, message: str, row: int = 1, column: int = 1) -> Finding:

@@ -35,7 +35,7 @@ from torchlint.source import SourceError, decode_source, detect_newline
 
 MAX_PASSES = 10
 INVALID_FIX = diagnostics.INTERNAL_ERROR  # a fix that breaks the code is a torchlint bug
-NOT_WRITTEN = ("TL906", "fix-not-written")
+NOT_WRITTEN = diagnostics.FIX_NOT_WRITTEN
 _NEWLINES = re.compile(r"\r\n|\r|\n")
 
 
@@ -371,35 +371,20 @@ def unified_diff(fixes: Sequence[FileFix]) -> str:
 
 
 def _report_text(run, results, fixed_total: int, show_fixes: List[str], stream) -> None:
-    """The normal report, with ruff's `Found N errors (M fixed, K remaining).` summary."""
-    import io
-
+    """The normal report; the text formats count the fixes in their summary (ruff's
+    `Found N errors (M fixed, K remaining).`), the others leave the listing to stderr."""
     from torchlint.cli import report
 
     name = run.args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
-    buffer = io.StringIO()
     saved = run.out
-    run.out = buffer
+    run.out = stream
     try:
+        if name in ("concise", "full", "grouped"):
+            report(run, results, fixed=fixed_total, fix_listing=show_fixes)
+            return
         report(run, results)
     finally:
         run.out = saved
-    text = buffer.getvalue()
-    if name in ("concise", "full"):
-        remaining = sum(1 for r in results for f in r.findings if not f.is_diagnostic)
-        lines = text.splitlines(keepends=True)
-        for index, line in enumerate(lines):
-            stripped = line.rstrip("\n")
-            if fixed_total and (re.fullmatch(r"Found \d+ errors?\.", stripped) or stripped == "All checks passed!"):
-                lines[index] = f"Found {_plural(fixed_total + remaining)} ({fixed_total} fixed, {remaining} remaining).\n"
-            if show_fixes and (stripped.startswith("Found ") or stripped == "All checks passed!"):
-                lines[index] = "\n" + "\n".join(show_fixes) + "\n\n" + lines[index]
-                show_fixes = []
-        text = "".join(lines)
-        if show_fixes:
-            text += "\n".join(show_fixes) + "\n"
-            show_fixes = []
-    stream.write(text)
     if show_fixes:
         sys.stderr.write("\n".join(show_fixes) + "\n")
 

@@ -23,7 +23,6 @@ from torchlint.finding import FileResult, Finding
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 INFORMATION_URI = "https://github.com/torchlint/torchlint"
-_DIAGNOSTIC_NAMES = {"TL906": "fix-not-written"}
 
 
 def _what_it_does(docs: str, section: str = "## What it does") -> str:
@@ -51,9 +50,7 @@ def rule_descriptors() -> List[dict]:
             "defaultConfiguration": {"level": "warning"},
             "properties": {"fixAvailability": rule.fix_availability},
         })
-    names = dict(diagnostics.ALL)
-    names.update(_DIAGNOSTIC_NAMES)
-    for code, name in sorted(names.items()):
+    for code, name in sorted(diagnostics.ALL.items()):
         text = f"torchlint could not fully check a file ({name.replace('-', ' ')})."
         descriptors.append({
             "id": code,

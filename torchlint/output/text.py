@@ -23,11 +23,21 @@ def all_findings(results: List[FileResult]) -> List[Finding]:
 
 
 def summary(findings: List[Finding], options: dict) -> List[str]:
+    """The closing lines. Under `--fix`, `options["fixed"]` counts what was fixed (ruff's
+    `Found N errors (M fixed, K remaining).`) and `options["fix_listing"]` lists it."""
     lints = [f for f in findings if not f.is_diagnostic]
-    lines = []
-    if lints:
+    fixed = options.get("fixed", 0)
+    lines = list(options.get("fix_listing") or ())
+    if lines:
+        lines = [""] + lines + [""]
+    if fixed:
         count = len(lints)
-        lines.append(f"Found {count} error{'s' if count != 1 else ''}.")
+        lines.append(f"Found {_errors(fixed + count)} ({fixed} fixed, {count} remaining).")
+    elif lints:
+        lines.append(f"Found {_errors(len(lints))}.")
+    elif not options.get("quiet"):
+        lines.append("All checks passed!")
+    if lints:
         fixable = sum(1 for f in lints if f.fix is not None and
                       (f.fix.applicability.value == "safe" or options.get("unsafe_fixes")))
         hidden = sum(1 for f in lints if f.fix is not None and f.fix.applicability.value == "unsafe"
@@ -37,12 +47,14 @@ def summary(findings: List[Finding], options: dict) -> List[str]:
         if hidden:
             lines.append(f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the "
                          "`--unsafe-fixes` option.")
-    elif not options.get("quiet"):
-        lines.append("All checks passed!")
     problems = len(findings) - len(lints)
     if problems:
         lines.append(f"{problems} file{'s' if problems != 1 else ''} could not be fully checked (TL9xx).")
     return lines
+
+
+def _errors(count: int) -> str:
+    return f"{count} error{'s' if count != 1 else ''}"
 
 
 def write_statistics(findings: List[Finding], stream: TextIO) -> None:
