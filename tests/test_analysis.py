@@ -381,3 +381,44 @@ def test_reaching_value_follows_copies():
     semantic = model("def f(x):\n    a = x.t()\n    b = a\n    use(b)\n")
     use = calls(semantic, "use")[0].args[0].value
     assert semantic.module.code_for_node(semantic.reaching_value(use)) == "x.t()"
+
+
+# -- index queries ---------------------------------------------------------------------------------
+
+def test_descendants_in_document_order_and_mentions():
+    semantic = model("def f(x):\n    a = g(x)\n    if a:\n        b = h(a, k(x))\n    return b\n")
+    function = semantic.index.nodes(cst.FunctionDef)[0]
+    spelled = [semantic.module.code_for_node(c.func) for c in semantic.index.descendants(function, cst.Call)]
+    assert spelled == ["g", "h", "k"]
+    mixed = semantic.index.descendants(function, (cst.Return, cst.If))
+    assert [type(n).__name__ for n in mixed] == ["If", "Return"]
+    branch = semantic.index.nodes(cst.If)[0]
+    assert semantic.index.mentions(branch, "b") and not semantic.index.mentions(branch, "g")
+    assert list(semantic.index.descendants(branch, cst.BaseSmallStatement))  # abstract: walked
+
+
+# -- shapes ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body, splits", [
+    ("B, N, C = x.shape\ny = x.transpose(1, 2).view(B, C, H, W)", True),
+    ("B, N, C = x.size()\ny = x.permute(0, 2, 1).view(B, C, -1, 2)", True),
+    ("B, N, C = x.shape\ny = x.transpose(-1, -2).view(B, 1, C, H, W)", True),
+    ("B, N, C = x.shape\ny = x.movedim(2, 1).view(B, C, *size)", True),
+    ("x = z.view(B, H * W, C)\ny = x.transpose(1, 2).view(B, C, H, W)", True),
+    ("B, N, C = x.shape\ny = x.mT.view(B, C, H, W)", True),
+    ("B, N, C = x.shape\ny = x.transpose(1, 2).view(B, -1)", False),
+    ("B, N, C = x.shape\ny = x.transpose(0, 2).view(C, N * B)", False),
+    ("B, N, C = x.shape\nC = 4\ny = x.transpose(1, 2).view(B, C, H, W)", False),
+    ("B, N, C = z.shape\ny = x.transpose(1, 2).view(B, C, H, W)", False),
+    ("y = x.transpose(1, 2).view(B, C, H, W)", False),
+    ("B, N, C = x.shape\ny = x.transpose(1, d).view(B, C, H, W)", False),
+])
+def test_view_only_splits(body, splits):
+    from torchlint.analysis import shapes
+
+    source = "def f(x, z, H, W, B, C, d, size):\n" + textwrap.indent(body, "    ") + "\n"
+    semantic = model(source)
+    view = [c for c in semantic.index.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
+            and c.func.attr.value == "view" and semantic.module.code_for_node(c).startswith("x.")][-1]
+    dims = shapes.permuted_shape(semantic, view.func.value)
+    assert (dims is not None and shapes.view_only_splits(semantic, dims, view)) is splits

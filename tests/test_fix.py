@@ -144,7 +144,8 @@ def test_fix_that_breaks_the_code_leaves_the_file_unchanged(monkeypatch, tmp_pat
 
 def test_passes_are_bounded_and_converge() -> None:
     # Three chained views, each needing its own edit: one pass takes them all (no overlap).
-    text = "import torch\ny = x.t().view(-1).t().view(-1).t().view(-1)\n"
+    # (Each view keeps two dimensions: `.t()` of a 1-D view would be a no-op, and not flagged.)
+    text = "import torch\ny = x.t().view(4, -1).t().view(2, -1).t().view(-1)\n"
     outcome = fix_text(text, "<s>", select_rules(["TL004"]))
     assert outcome.count == 3 and parses(outcome.text)
     assert fix_text(outcome.text, "<s>", select_rules(["TL004"])).count == 0

@@ -6,6 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
+from torchlint.analysis import shapes
 from torchlint.analysis.semantic import method_call
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -37,6 +38,11 @@ class ViewAfterTranspose(Rule):
 Flags `.view(shape)` applied to the result of `.permute()`, `.transpose()`, `.t()`, `.T`, `.mT`,
 `.mH`, `.swapaxes()`, `.swapdims()`, `.movedim()` or `torch.transpose/permute/t(...)`, directly or
 through a variable assigned from one, with no `.contiguous()` in between.
+
+Not flagged when the code spells the shape out and the view only splits one dimension (which
+never needs a copy, whatever the strides): `B, N, C = x.shape` then
+`x.transpose(1, 2).view(B, C, H, W)`, or `x = y.view(B, H * W, C)` then the same view. The
+other dimensions must be the very names of that shape, bound by the same assignment.
 
 ## Why is this bad?
 Transposing only swaps strides; the data stays where it was. `.view()` never copies, so for most
@@ -76,6 +82,9 @@ not flagged.
         source = self._transposing_source(receiver, ctx)
         if source is None:
             return
+        dims = shapes.permuted_shape(ctx.semantic, source)
+        if dims is not None and shapes.view_only_splits(ctx.semantic, dims, node):
+            return  # `B, N, C = x.shape; x.transpose(1, 2).view(B, C, H, W)` only splits N
         via = ""
         if isinstance(receiver, cst.Name):
             via = f" (`{receiver.value}` is assigned from `{ctx.short(source, 40)}`)"

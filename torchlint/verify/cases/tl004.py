@@ -67,4 +67,26 @@ column_major = weight.T.reshape(-1)
         probe="raises",
         expect={"exc": "RuntimeError", "match": VIEW_MESSAGE, "show": ["column_major.shape"]},
     ),
+    Case(
+        rule="TL004",
+        title="tokens merged back across the transpose; splitting one dimension is fine",
+        bad="""\
+import torch
+
+tokens = torch.randn(2, 12, 8, device=DEVICE)
+B, N, C = tokens.shape
+pooled = tokens.transpose(1, 2).view(B, -1)
+""",
+        good="""\
+import torch
+
+tokens = torch.randn(2, 12, 8, device=DEVICE)
+B, N, C = tokens.shape
+H, W = 3, 4
+feature_map = tokens.transpose(1, 2).view(B, C, H, W)
+""",
+        bad_line=5,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": VIEW_MESSAGE, "show": ["feature_map.shape"]},
+    ),
 ]

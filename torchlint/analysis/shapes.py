@@ -1,0 +1,211 @@
+"""Symbolic tensor shapes, just enough to tell a `.view()` that only splits dimensions from one
+that merges them (TL004).
+
+A shape is known only where the code spells it out: `B, N, C = x.shape` (or `x.size()`), or
+`x = y.view(B, N, C)` / `.reshape(...)`. A dimension is the expression that gives its size; two
+dimensions are the same when they are the same name bound by the same definition at both
+places. Anything else is unknown, and every answer here is "not known" then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+import libcst as cst
+
+from torchlint.analysis.semantic import Semantic
+
+@dataclass(frozen=True)
+class Dim:
+    """One dimension: the expression giving its size where the shape is spelled out, and for
+    `B, N, C = x.shape` the statement that binds the name."""
+
+    size: cst.BaseExpression
+    bound_by: Optional[cst.CSTNode] = None
+
+    def is_spelled_by(self, sem: "Semantic", expr: cst.BaseExpression) -> bool:
+        """`expr` is certainly this dimension's size: the same name, bound by the same definition."""
+        if self.bound_by is None:
+            return same_value(sem, expr, self.size)
+        if not (isinstance(expr, cst.Name) and isinstance(self.size, cst.Name)) or expr.value != self.size.value:
+            return False
+        definition = sem.reaching_definition(expr)
+        return definition is not None and definition.statement is self.bound_by
+
+
+# `Tensor.<method>(...)` / `torch.<function>(x, ...)` that permute dimensions.
+_SWAPS = {"transpose", "swapaxes", "swapdims"}
+_MOVES = {"movedim", "moveaxis"}
+_SHAPED = {"view", "reshape"}
+# Methods whose result has the shape of their receiver.
+_SAME_SHAPE = {"float", "half", "double", "bfloat16", "long", "int", "bool", "contiguous", "clone",
+               "detach", "to", "cpu", "cuda", "type_as", "requires_grad_"}
+
+
+def _int(expr: cst.BaseExpression) -> Optional[int]:
+    if isinstance(expr, cst.Integer):
+        return int(expr.value, 0)
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
+        inner = _int(expr.expression)
+        return None if inner is None else -inner
+    return None
+
+
+def _ints(args: Sequence[cst.Arg]) -> Optional[List[int]]:
+    """`(0, 2, 1)` spelled as arguments or as one tuple/list argument."""
+    if len(args) == 1 and isinstance(args[0].value, (cst.Tuple, cst.List)):
+        values = [element.value for element in args[0].value.elements]
+    else:
+        values = [arg.value for arg in args]
+    numbers = []
+    for arg, value in zip(args, values):
+        if arg.keyword is not None or arg.star:
+            return None
+        number = _int(value)
+        if number is None:
+            return None
+        numbers.append(number)
+    return numbers
+
+
+def _shape_arguments(args: Sequence[cst.Arg]) -> Optional[List[Dim]]:
+    """The dimensions of `view(a, b, c)` / `view((a, b, c))`; None with a `*rest`."""
+    if len(args) == 1 and isinstance(args[0].value, (cst.Tuple, cst.List)) and not args[0].star:
+        elements = args[0].value.elements
+        if any(isinstance(element, cst.StarredElement) for element in elements):
+            return None
+        return [Dim(element.value) for element in elements]
+    if not args or any(arg.star or arg.keyword is not None for arg in args):
+        return None
+    return [Dim(arg.value) for arg in args]
+
+
+def same_value(sem: Semantic, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    """`a` and `b` are the same name certainly bound by the same definition at both places."""
+    if not (isinstance(a, cst.Name) and isinstance(b, cst.Name)) or a.value != b.value:
+        return False
+    first = sem.reaching_definition(a)
+    second = sem.reaching_definition(b)
+    return (
+        first is not None
+        and second is not None
+        and first.statement is second.statement
+        and first.target is second.target
+    )
+
+
+def known_shape(sem: Semantic, tensor: cst.BaseExpression, depth: int = 4) -> Optional[List[Dim]]:
+    """The size expression of each dimension of `tensor`, when the code spells them out."""
+    if depth <= 0:
+        return None
+    if isinstance(tensor, cst.Call) and isinstance(tensor.func, cst.Attribute):
+        if tensor.func.attr.value in _SHAPED:
+            return _shape_arguments(tensor.args)
+        if tensor.func.attr.value in _SAME_SHAPE:
+            return known_shape(sem, tensor.func.value, depth - 1)
+        return None
+    if not isinstance(tensor, cst.Name):
+        return None
+    definition = sem.reaching_definition(tensor)
+    if definition is None:
+        return None
+    if definition.kind == "assign" and isinstance(definition.value, cst.Call):
+        shape = known_shape(sem, definition.value, depth - 1)
+        if shape is not None:
+            return shape
+    return _unpacked_shape(sem, tensor)
+
+
+def _unpacked_shape(sem: Semantic, tensor: cst.Name) -> Optional[List[Dim]]:
+    """`B, N, C = tensor.shape` (or `.size()`) earlier in the function, for this same value."""
+    scope = sem.function_of(tensor) or sem.module
+    for assign in sem.index.descendants(scope, cst.Assign):
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, (cst.Tuple, cst.List)):
+            continue
+        value = assign.value
+        if isinstance(value, cst.Call) and not value.args:
+            value = value.func
+            if not (isinstance(value, cst.Attribute) and value.attr.value == "size"):
+                continue
+        elif not (isinstance(value, cst.Attribute) and value.attr.value == "shape"):
+            continue
+        if not same_value(sem, value.value, tensor):
+            continue
+        names = [element.value for element in assign.targets[0].target.elements]
+        if all(isinstance(name, cst.Name) for name in names) \
+                and len({name.value for name in names}) == len(names):
+            return [Dim(name, assign) for name in names]
+    return None
+
+
+def permuted_shape(sem: Semantic, expr: cst.BaseExpression) -> Optional[List[Dim]]:
+    """The dimensions of a transposing expression (`x.transpose(1, 2)`, `x.permute(0, 2, 1)`,
+    `x.T`, `torch.transpose(x, 1, 2)`, ...) when the shape of `x` is known."""
+    if isinstance(expr, cst.Attribute):
+        shape = known_shape(sem, expr.value)
+        if shape is None:
+            return None
+        if expr.attr.value == "T":
+            return list(reversed(shape))
+        if expr.attr.value in ("mT", "mH") and len(shape) >= 2:
+            return shape[:-2] + [shape[-1], shape[-2]]
+        return None
+    if not isinstance(expr, cst.Call):
+        return None
+    name = sem.qualified_name(expr.func)
+    if name is not None and name.startswith("torch.") and expr.args:
+        operation, tensor, args = name.rsplit(".", 1)[1], expr.args[0].value, expr.args[1:]
+    elif isinstance(expr.func, cst.Attribute):
+        operation, tensor, args = expr.func.attr.value, expr.func.value, expr.args
+    else:
+        return None
+    shape = known_shape(sem, tensor)
+    if shape is None:
+        return None
+    rank = len(shape)
+    numbers = _ints(args) if args else []
+    if numbers is None or any(not -rank <= n < rank for n in numbers):
+        return None
+    numbers = [n % rank for n in numbers] if rank else numbers
+    if operation == "t" and not args and rank <= 2:
+        return list(reversed(shape))
+    if operation in _SWAPS and len(numbers) == 2:
+        swapped = list(shape)
+        first, second = numbers
+        swapped[first], swapped[second] = swapped[second], swapped[first]
+        return swapped
+    if operation == "permute" and sorted(numbers) == list(range(rank)):
+        return [shape[n] for n in numbers]
+    if operation in _MOVES and len(numbers) == 2:
+        moved = list(shape)
+        moved.insert(numbers[1], moved.pop(numbers[0]))
+        return moved
+    return None
+
+
+def view_only_splits(sem: Semantic, dims: List[Dim], view: cst.Call) -> bool:
+    """Whether `view` (on a tensor of dimensions `dims`, strides arbitrary) certainly keeps
+    every dimension, splits at most one and adds size-1 ones: such a view never needs a copy.
+
+    Dimensions are matched from both ends; what is left of the input must be at most one
+    dimension, which the remaining sizes (`H, W`, `-1`, `*size`) can only split."""
+    if any(arg.keyword is not None for arg in view.args):
+        return False
+    sizes = [(arg.value, not arg.star) for arg in view.args]
+    if len(sizes) == 1 and sizes[0][1] and isinstance(sizes[0][0], (cst.Tuple, cst.List)):
+        sizes = [(element.value, not isinstance(element, cst.StarredElement))
+                 for element in sizes[0][0].elements]
+    sizes = [(size, plain) for size, plain in sizes
+             if not (plain and isinstance(size, cst.Integer) and _int(size) == 1)]
+
+    def same(size, dim: Dim) -> bool:
+        return size[1] and dim.is_spelled_by(sem, size[0])
+
+    low, high = 0, len(dims)
+    first, last = 0, len(sizes)
+    while low < high and first < last and same(sizes[first], dims[low]):
+        low, first = low + 1, first + 1
+    while low < high and first < last and same(sizes[last - 1], dims[high - 1]):
+        high, last = high - 1, last - 1
+    return high - low <= 1
