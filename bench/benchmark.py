@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """torchlint's speed against its floor (LibCST parse only) and its peer (TorchFix), one run.
 
-    python bench/benchmark.py                      # torch's own sources (+ /work/corpus/* if present)
+    python bench/benchmark.py                      # installed torch (+ timm, torchvision, ... if present)
     python bench/benchmark.py --corpus DIR [...]   # any directories or files
     python bench/benchmark.py --repeat 3 --torchfix /path/to/venv/bin/torchfix
 
@@ -12,9 +12,13 @@ Measured over the same files, each the median of --repeat runs, wall clock, whol
   cold N jobs  torchlint --jobs N (N = CPU count) with an empty cache directory;
   warm 1 job   torchlint --jobs 1 again over the cache the cold run filled;
   warm N jobs  the same with N jobs;
-  torchfix     `torchfix` over the same files, when installed (skipped otherwise).
+  torchfix     `torchfix` over the same files, when installed (skipped otherwise);
+  small file   torchlint --no-cache on one 30-line training script: what a pre-commit hook or
+               an editor feels on each save.
 A snapshot of the torchlint package is linted from a temporary directory so that edits to the
-working tree during the run cannot invalidate the cache between the cold and the warm runs.
+working tree during the run cannot invalidate the cache between the cold and the warm runs. The
+snapshot is byte-compiled first, as an installed package is (PYTHONDONTWRITEBYTECODE would
+otherwise make every run recompile torchlint's sources).
 """
 
 from __future__ import annotations
@@ -33,17 +37,53 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+CORPUS_PACKAGES = ("torch", "torchvision", "timm", "transformers", "lightning")
+
+
 def default_corpus() -> list:
+    """The sources of the PyTorch packages installed in this environment."""
     import importlib.util
 
     roots = []
-    spec = importlib.util.find_spec("torch")
-    if spec is not None and spec.submodule_search_locations:
-        roots.append(Path(list(spec.submodule_search_locations)[0]))
-    extra = Path("/work/corpus")
-    if extra.is_dir():
-        roots.extend(sorted(p for p in extra.iterdir() if p.is_dir()))
+    for name in CORPUS_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            roots.append(Path(list(spec.submodule_search_locations)[0]))
     return roots
+
+
+SMALL_FILE = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(10, 32), nn.ReLU(), nn.Linear(32, 2))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def train(dataset, epochs=3):
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.CrossEntropyLoss()
+    history = []
+    for epoch in range(epochs):
+        for x, y in DataLoader(dataset, batch_size=8):
+            optimizer.zero_grad()
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+            history.append(loss.item())
+    return model, history
+"""
 
 
 def collect(roots) -> list:
@@ -92,8 +132,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is shown")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="N for the N-jobs runs")
     parser.add_argument("--torchfix", default=shutil.which("torchfix"), help="the torchfix executable")
+    parser.add_argument("--torchfix-repeat", type=int, help="runs of TorchFix (default --repeat; it is slow)")
     parser.add_argument("--skip", action="append", default=[],
-                        help="measurements to leave out: floor, cold1, coldN, warm1, warmN, torchfix")
+                        help="measurements to leave out: floor, cold1, coldN, warm1, warmN, torchfix, small")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
 
@@ -112,6 +153,11 @@ def main(argv=None) -> int:
     listing.write_text("\n".join(files) + "\n", encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=str(snapshot))
     env.pop("PRE_COMMIT", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(snapshot)], check=True, env=env)
+    small = work / "small" / "train.py"
+    small.parent.mkdir()
+    small.write_text(SMALL_FILE, encoding="utf-8")
     python = sys.executable
     figures = {}
 
@@ -156,13 +202,26 @@ def main(argv=None) -> int:
             record(f"warm {name}", warm, found)
     if args.torchfix and "torchfix" not in args.skip:
         runs = []
-        for _ in range(args.repeat):
+        for _ in range(args.torchfix_repeat or args.repeat):
             seconds, completed = timed([args.torchfix, "-j", "1", *files], cwd=str(work))  # one process, like "1 job"
             runs.append(seconds)
         tf_findings = sum(1 for line in completed.stdout.decode(errors="replace").splitlines() if ": TOR" in line)
         record("torchfix", runs, tf_findings)
     elif "torchfix" not in args.skip:
         print("  torchfix     not installed (pip install torchfix, or --torchfix PATH)")
+
+    if "small" not in args.skip:
+        runs = []
+        for _ in range(max(5, args.repeat)):
+            seconds, completed = timed([python, "-m", "torchlint", "--no-cache", str(small)], cwd=str(small.parent), env=env)
+            if completed.returncode not in (0, 1):
+                raise SystemExit(f"torchlint failed: {completed.stderr.decode()[-2000:]}")
+            runs.append(seconds)
+        median = statistics.median(runs)
+        figures_small = {"seconds": median, "runs": runs}
+        print(f"  {'small file':<12} {median:8.2f} s  ({', '.join(f'{s:.2f}' for s in runs)})", flush=True)
+    else:
+        figures_small = None
 
     print()
     print(f"{'measurement':<14}{'files':>7}{'lines':>9}{'findings':>10}{'wall s':>9}{'files/s':>9}"
@@ -187,9 +246,11 @@ def main(argv=None) -> int:
         print(f"cold / warm (1 job)      {c1 / w1:5.1f}x  (target >= 10)")
     if c1 and cn and args.jobs > 1:
         print(f"1 job / {args.jobs} jobs (cold)     {c1 / cn:5.2f}x  (target >= 1.7 on 2 cores)")
+    if figures_small:
+        print(f"one small file           {figures_small['seconds']:5.2f} s (target <= 0.6)")
     if args.json:
         Path(args.json).write_text(json.dumps({"files": len(files), "lines": lines, "cpus": os.cpu_count(),
-                                               "figures": figures}, indent=2))
+                                               "figures": figures, "small_file": figures_small}, indent=2))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
