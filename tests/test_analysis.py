@@ -397,6 +397,20 @@ def test_descendants_in_document_order_and_mentions():
     assert list(semantic.index.descendants(branch, cst.BaseSmallStatement))  # abstract: walked
 
 
+def test_source_is_the_text_as_the_file_has_it():
+    text = ("class A:\n"
+            "\tdef f(self):\n"
+            "\t\tif x:\n"
+            "\t\t\ty = {\n"
+            "\t\t\t    'a': 1,  # kept\n"
+            "\t\t\t}\n")
+    semantic = model(text)
+    value = semantic.index.nodes(cst.Dict)[0]
+    assert semantic.source(value) == "{\n\t\t\t    'a': 1,  # kept\n\t\t\t}"
+    assert semantic.source(value) in text
+    assert semantic.module.code_for_node(value) not in text  # why source() exists
+
+
 # -- shapes ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("body, splits", [

@@ -6,7 +6,7 @@ Nothing here imports torch or executes the code being linted.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -16,7 +16,7 @@ from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.positions import node_ranges
 from torchlint.prefilter import could_match_triggers, cpython_syntax_error, syntax_ok, too_deep
 from torchlint.rules import all_rules
-from torchlint.rules.base import InsertBefore, Replace, Report, Rule, RuleContext
+from torchlint.rules.base import InsertBefore, Rebracket, Replace, Report, Rule, RuleContext
 from torchlint.source import SourceError, decode_source
 from torchlint.suppression import Suppressions
 
@@ -155,7 +155,8 @@ def to_findings(
     for report in reports:
         targets.append(report.node)
         if report.fix is not None:
-            targets.extend(edit.node for edit in report.fix.edits)
+            for edit in report.fix.edits:
+                targets.extend(_edited_nodes(edit))
     ranges = node_ranges(module, targets)
     lines = text.splitlines(keepends=True)
     findings: List[Finding] = []
@@ -191,9 +192,24 @@ def to_findings(
     return findings
 
 
+def _edited_nodes(spec) -> Tuple[cst.CSTNode, ...]:
+    if isinstance(spec, Rebracket):
+        return (spec.opening_node, spec.closing_node)
+    return (spec.node,)
+
+
 def _edits(module, lines, ranges, specs) -> Optional[List[Edit]]:
     edits = []
     for spec in specs:
+        if isinstance(spec, Rebracket):
+            opening, closing = ranges.get(spec.opening_node), ranges.get(spec.closing_node)
+            if opening is None or closing is None:
+                return None
+            (row, col), _ = opening
+            _, (end_row, end_col) = closing
+            edits.append(Edit(spec.opening, Location(row, col + 1), Location(row, col + 2)))
+            edits.append(Edit(spec.closing, Location(end_row, end_col), Location(end_row, end_col + 1)))
+            continue
         span = ranges.get(spec.node)
         if span is None:
             return None

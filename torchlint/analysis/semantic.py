@@ -11,6 +11,8 @@ from typing import Dict, Iterator, List, Optional, Set
 
 import libcst as cst
 
+from libcst._nodes.internal import CodegenState
+
 from torchlint.analysis import dataflow
 from torchlint.analysis.index import Index
 from torchlint.analysis.scopes import Scopes, dotted_name
@@ -103,6 +105,19 @@ class Semantic:
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         return self.index.ancestors(node)
+
+    def source(self, node: cst.CSTNode) -> str:
+        """`node`'s text as it stands in the file. LibCST's `code_for_node` renders a node at
+        column 0, so the lines of a multi-line expression inside a block lose the block's
+        indentation; rendering with the enclosing blocks' indentation gives them back."""
+        module = self.module
+        state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+        state.indent_tokens = [
+            module.default_indent if block.indent is None else block.indent
+            for block in reversed(list(self.ancestors(node))) if type(block) is cst.IndentedBlock
+        ]
+        node._codegen(state)
+        return "".join(state.tokens)
 
     def statement_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         return dataflow.statement_of(self.index, node)

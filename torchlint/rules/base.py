@@ -36,9 +36,24 @@ class InsertBefore:
 
 
 @dataclass(frozen=True)
+class Rebracket:
+    """Replace the opening bracket that starts `opening_node` (a `LeftParen`) with `opening` and
+    the closing one that ends `closing_node` (a `RightParen`) with `closing`, leaving everything
+    between as written: `(a,\n b)` becomes `nn.ModuleList([a,\n b])` with its layout and comments."""
+
+    opening_node: cst.CSTNode
+    closing_node: cst.CSTNode
+    opening: str
+    closing: str
+
+
+Edit = Union[Replace, InsertBefore, Rebracket]
+
+
+@dataclass(frozen=True)
 class FixSpec:
     message: str
-    edits: Tuple[Union[Replace, InsertBefore], ...]
+    edits: Tuple[Edit, ...]
     applicability: Applicability = Applicability.SAFE
 
 
@@ -64,8 +79,9 @@ class RuleContext:
         self.reports.append(Report(self._rule, node, message, fix))
 
     def code(self, node: cst.CSTNode) -> str:
-        """The source text of `node`, for messages that quote what the user wrote."""
-        return self.semantic.module.code_for_node(node)
+        """The source text of `node` as the file has it, for messages that quote what the user
+        wrote and for fixes that keep it."""
+        return self.semantic.source(node)
 
     def short(self, node: cst.CSTNode, limit: int = 60) -> str:
         text = " ".join(self.code(node).split())

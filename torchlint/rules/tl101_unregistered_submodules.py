@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, List, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -10,7 +10,7 @@ from torchlint.analysis import devices
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import Semantic, method_call
 from torchlint.finding import Applicability
-from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
+from torchlint.rules.base import FixSpec, Rebracket, Replace, Rule, RuleContext
 
 STATELESS = devices.STATELESS_MODULES
 PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
@@ -59,7 +59,8 @@ class MLP(nn.Module):
 
 ## Fix safety
 The fix wraps the container in `nn.ModuleList` / `nn.ModuleDict` / `nn.ParameterList` (spelled
-with the file's own import of `torch.nn`; `self.blocks = []` becomes `nn.ModuleList()`). It is
+with the file's own import of `torch.nn`; `self.blocks = []` becomes `nn.ModuleList()`, a tuple
+becomes `nn.ModuleList([...])`; a multi-line container keeps its layout and comments). It is
 unsafe: the model gains parameters, so optimizers, checkpoints (`state_dict` keys) and parameter
 counts change, and `ModuleDict` keys must be strings. No fix is offered when the file does not
 import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateless activations
@@ -101,15 +102,8 @@ import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateles
         spelled = devices.torch_nn_spelling(sem, wrapper)
         shown = spelled or f"nn.{wrapper}"
         fix = None
-        if spelled is not None and not isinstance(value, cst.Tuple):
-            if _is_empty(value):
-                replacement = f"{spelled}()"
-            else:
-                replacement = f"{spelled}({ctx.code(value)})"
-            fix = FixSpec(f"Wrap in `{shown}`", (Replace(value, replacement),), Applicability.UNSAFE)
-        elif spelled is not None:
-            fix = FixSpec(f"Wrap in `{shown}`", (Replace(value, f"{spelled}([{_tuple_items(value, ctx)}])"),),
-                          Applicability.UNSAFE)
+        if spelled is not None:
+            fix = FixSpec(f"Wrap in `{shown}`", (_wrap(value, spelled, ctx),), Applicability.UNSAFE)
         ctx.report(
             value,
             f"`self.{attr}` holds {what} in a plain {container}{how}: they are not registered, so "
@@ -122,8 +116,16 @@ def _is_empty(value: cst.BaseExpression) -> bool:
     return isinstance(value, (cst.List, cst.Dict)) and not value.elements
 
 
-def _tuple_items(value: cst.Tuple, ctx: RuleContext) -> str:
-    return ", ".join(ctx.code(e.value) for e in value.elements)
+def _wrap(value: cst.BaseExpression, spelled: str, ctx: RuleContext) -> Union[Replace, Rebracket]:
+    """The edit that puts the container in `spelled(...)`, keeping its layout and comments; a
+    tuple becomes a list (`nn.ModuleList((a, b))` would work too, but reads oddly)."""
+    if _is_empty(value):
+        return Replace(value, f"{spelled}()")
+    if not isinstance(value, cst.Tuple):
+        return Replace(value, f"{spelled}({ctx.code(value)})")
+    if value.lpar:  # the tuple's own parentheses are the innermost pair
+        return Rebracket(value.lpar[-1], value.rpar[0], f"{spelled}([", "])")
+    return Replace(value, f"{spelled}([{ctx.code(value)}])")
 
 
 def _kind(expr: cst.BaseExpression, sem: Semantic) -> Optional[str]:
