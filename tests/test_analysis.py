@@ -436,3 +436,50 @@ def test_view_only_splits(body, splits):
             and c.func.attr.value == "view" and semantic.module.code_for_node(c).startswith("x.")][-1]
     dims = shapes.permuted_shape(semantic, view.func.value)
     assert (dims is not None and shapes.view_only_splits(semantic, dims, view)) is splits
+
+
+@pytest.mark.parametrize("body, must_merge", [
+    # fewer sizes than the in-order runs left by the permutation: must merge across a break
+    ("y = x.transpose(0, 1).view(-1)", True),
+    ("y = x.permute(0, 2, 3, 1).view(n, -1)", True),
+    ("y = x.permute(0, 2, 3, 1).view(-1, c)", True),
+    ("y = x.transpose(1, 2).view(b, n, c)", True),  # rank >= 3: a no-op at 3, a merge above
+    ("y = x.mT.view(b, -1)", True),
+    ("y = x.T.view(-1)", True),
+    ("y = x.t().view(-1)", True),
+    ("y = torch.transpose(x, 1, 2).view(b, -1)", True),
+    ("y = x.permute([0, 2, 1, 3]).view((b, n, -1))", True),
+    ("y = x.swapaxes(-1, -2).view(b, -1)", True),
+    ("y = x.transpose(0, 1).view(x.size(1) * x.size(0))", True),
+    # may only split, or merge dimensions that stayed in order
+    ("y = x.permute(0, 2, 3, 1).view(1, -1, c)", False),
+    ("y = x.permute(1, 2, 0).view(b, -1, h, w)", False),
+    ("y = x.transpose(1, 2).view(b, c, h, w)", False),
+    ("y = x.T.view(h, -1, k)", False),
+    ("y = x.movedim(1, -1).view(-1, c)", False),  # a no-op at rank 2
+    ("y = x.t().view(a, b)", True),  # on a transposed matrix, a no-op or a failure
+    # not spelled out: arity, arguments or operation unknown
+    ("y = x.transpose(1, 2).view(*shape)", False),
+    ("y = x.transpose(1, 2).view(shape)", False),
+    ("y = x.transpose(1, 2).view(x.size())", False),
+    ("y = x.transpose(1, d).view(-1)", False),
+    ("y = x.permute(*order).view(-1)", False),
+    ("y = x.transpose(1, 5).view(b, -1)", True),
+])
+def test_view_must_merge_reordered(body, must_merge):
+    from torchlint.analysis import shapes
+
+    source = "import torch\n\ndef f(x, a, b, c, d, h, k, n, w, shape, order):\n" + textwrap.indent(body, "    ") + "\n"
+    semantic = model(source)
+    view = [c for c in semantic.index.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
+            and c.func.attr.value == "view"][-1]
+    assert shapes.view_must_merge_reordered(semantic, view.func.value, view) is must_merge
+
+
+def test_view_must_merge_uses_a_known_rank():
+    from torchlint.analysis import shapes
+
+    semantic = model("def f(x):\n    B, C, H, W = x.shape\n    y = x.movedim(1, -1).view(-1, C)\n")
+    view = [c for c in semantic.index.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
+            and c.func.attr.value == "view"][-1]
+    assert shapes.view_must_merge_reordered(semantic, view.func.value, view)

@@ -37,20 +37,28 @@ class ViewAfterTranspose(Rule):
 ## What it does
 Flags `.view(shape)` applied to the result of `.permute()`, `.transpose()`, `.t()`, `.T`, `.mT`,
 `.mH`, `.swapaxes()`, `.swapdims()`, `.movedim()` or `torch.transpose/permute/t(...)`, directly or
-through a variable assigned from one, with no `.contiguous()` in between.
+through a variable assigned from one, with no `.contiguous()` in between, when the view must merge
+dimensions that the transpose put out of memory order.
 
-Not flagged when the code spells the shape out and the view only splits one dimension (which
-never needs a copy, whatever the strides): `B, N, C = x.shape` then
-`x.transpose(1, 2).view(B, C, H, W)`, or `x = y.view(B, H * W, C)` then the same view. The
-other dimensions must be the very names of that shape, bound by the same assignment.
+That is decided from the permutation and the number of sizes the view is given, not from the
+sizes themselves: after `x.permute(0, 2, 3, 1)` only the middle pair of dimensions is still in
+memory order, so `.view(n, -1)` (2 sizes for 3 runs) must merge across a break and fails, while
+`.view(1, -1, dim)` can merge just that pair and is not flagged. Where the rank is not spelled out
+(`x.transpose(1, 2)`), the view must fail at every rank the code allows:
+`.transpose(1, 2).view(b, n, c)` is flagged, `.transpose(1, 2).view(b, c, h, w)` (which may only
+split a dimension) is not. A view of the same rank over a tensor whose every neighbouring pair
+was reordered can only be a no-op, and is flagged unless the code spells the shape out and the
+view keeps it (`B, N, C = x.shape` then `x.transpose(1, 2).view(B, C, N)`). Not flagged either:
+`view(*shape)`, `view(shape)`, `view(x.size())`, and transposes with arguments that are not
+literal integers — their effect is not known.
 
 ## Why is this bad?
 Transposing only swaps strides; the data stays where it was. `.view()` never copies, so for most
 shapes it cannot express the new shape over those strides and raises (measured on torch 2.13):
 `RuntimeError: view size is not compatible with input tensor's size and stride (at least one
 dimension spans across two contiguous subspaces). Use .reshape(...) instead.`
-Some shapes still happen to work, which is why this bug survives tests on toy sizes and then fails
-when a dimension changes.
+A dimension of size 1 can still let such a view work, which is why this bug survives tests on
+toy sizes (a batch of one, a single channel) and then fails when a dimension grows.
 
 ## Example
 ```python
@@ -82,9 +90,13 @@ not flagged.
         source = self._transposing_source(receiver, ctx)
         if source is None:
             return
+        if not shapes.view_must_merge_reordered(ctx.semantic, source, node):
+            return  # `x.transpose(1, 2).view(B, C, H, W)` may only split a dimension
+        if shapes.may_carry_permuted_layout(ctx.semantic, source, lambda e: _is_transposing(e, ctx)):
+            return  # `F.interpolate(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)` is contiguous
         dims = shapes.permuted_shape(ctx.semantic, source)
         if dims is not None and shapes.view_only_splits(ctx.semantic, dims, node):
-            return  # `B, N, C = x.shape; x.transpose(1, 2).view(B, C, H, W)` only splits N
+            return  # `B, N, C = x.shape; x.transpose(1, 2).view(B, C, N)` is a no-op
         via = ""
         if isinstance(receiver, cst.Name):
             via = f" (`{receiver.value}` is assigned from `{ctx.short(source, 40)}`)"

@@ -89,4 +89,24 @@ feature_map = tokens.transpose(1, 2).view(B, C, H, W)
         probe="raises",
         expect={"exc": "RuntimeError", "match": VIEW_MESSAGE, "show": ["feature_map.shape"]},
     ),
+    Case(
+        rule="TL004",
+        title="channels-last flatten breaks, merging the two in-order dimensions is fine",
+        bad="""\
+import torch
+
+embed = torch.randn(1, 8, 4, 4, device=DEVICE)
+tokens = embed.permute(0, 2, 3, 1).view(embed.size(0), -1)
+""",
+        good="""\
+import torch
+
+embed = torch.randn(1, 8, 4, 4, device=DEVICE)
+dim = embed.shape[1]
+tokens = embed.permute(0, 2, 3, 1).view(1, -1, dim)
+""",
+        bad_line=4,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": VIEW_MESSAGE, "show": ["tokens.shape"]},
+    ),
 ]
