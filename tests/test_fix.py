@@ -454,12 +454,19 @@ def test_notebook_with_a_broken_fix_is_left_unchanged(tmp_path, monkeypatch) -> 
     def breaking(text, *args, **kwargs):
         new, counts = real(text, *args, **kwargs)
         calls.append(text)
-        return (new + "(\n" if text.startswith("z") else new), counts
+        return (new + "(\n" if "z = " in text else new), counts
 
     monkeypatch.setattr(fixer, "apply_fixes", breaking)
     fixed = fix_data("nb.ipynb", data, select_rules(["TL004"]), False)
     assert fixed.new == data and not fixed.fixed
-    assert [(f.code, f.cell) for f in fixed.result.findings] == [("TL004", 1), ("TL004", 2), ("TL903", 2)]
+    # the cells are fixed as one module, so the broken fix leaves the whole notebook unchanged
+    assert [(f.code, f.cell) for f in fixed.result.findings] == [("TL004", 1), ("TL004", 2), ("TL903", None)]
+
+    # cell by cell (a cell that is not complete on its own), the diagnostic names the cell
+    cells.append(_code(["for i in range(3):\n"]))
+    fixed = fix_data("nb.ipynb", _notebook(cells), select_rules(["TL004"]), False)
+    assert fixed.new == _notebook(cells) and not fixed.fixed
+    assert ("TL903", 2) in [(f.code, f.cell) for f in fixed.result.findings]
 
 
 def test_diff_of_a_file_without_final_newline() -> None:

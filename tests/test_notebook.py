@@ -185,3 +185,54 @@ def test_code_cells_numbers_count_every_cell():
 def test_notebook_with_bom_and_empty_cells():
     data = b"\xef\xbb\xbf" + notebook(("code", ""), ("code", VIEW)).encode()
     assert [(f.code, f.cell) for f in lint_notebook("nb.ipynb", data, select_rules()).findings] == [("TL004", 2)]
+
+
+# --- the cells as one module --------------------------------------------------------------------
+
+SPLIT_TRAINING = (
+    ("markdown", "# Training"),
+    ("code", "import torch\nimport torch.nn as nn\n"),
+    ("code", "model = nn.Linear(4, 2)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)"),
+    ("code", "%%time\nfor x, y in [(torch.randn(8, 4), torch.randn(8, 2))] * 3:\n"
+             "    loss = ((model(x) - y) ** 2).mean()\n    loss.backward()\n    optimizer.step()\n"),
+)
+
+
+def test_an_import_from_another_cell_is_known():
+    model = ("code", "class Tower(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                     "        self.layers = [nn.Linear(2, 2) for _ in range(3)]\n")
+    data = notebook(("code", "import torch.nn as nn\n"), ("markdown", "## Model"), model).encode()
+    findings = lint_notebook("nb.ipynb", data, select_rules()).findings
+    assert [(f.code, f.cell, f.start.row, f.start.column, f.fixable) for f in findings] == [("TL101", 3, 4, 23, True)]
+    # alone, the cell cannot tell that `nn` is torch.nn
+    assert lint_notebook("nb.ipynb", notebook(model).encode(), select_rules()).findings == []
+
+
+def test_fix_across_cells_edits_only_the_cell_it_fixes(tmp_path):
+    from torchlint.fixer import fix_data
+
+    data = notebook(*SPLIT_TRAINING).encode()
+    fixed = fix_data("nb.ipynb", data, select_rules(["TL002"]), unsafe=True)
+    assert fixed.fixed["TL002"] == 1 and [label for label, _, _ in fixed.texts] == ["nb.ipynb:cell 4"]
+    before, after = json.loads(data)["cells"], json.loads(fixed.new)["cells"]
+    assert [c["source"] for c in before[:3]] == [c["source"] for c in after[:3]]  # no marker leaks
+    assert "".join(after[3]["source"]).startswith("%%time\n")
+    assert "optimizer.zero_grad()" in "".join(after[3]["source"])
+    assert "torchlint-cell" not in fixed.new.decode()
+    again = fix_data("nb.ipynb", fixed.new, select_rules(["TL002"]), unsafe=True)
+    assert again.new == fixed.new and not again.fixed
+    # a cell without a final newline keeps it that way
+    assert not "".join(after[2]["source"]).endswith("\n")
+
+
+def test_a_statement_split_over_two_cells_lints_them_one_by_one():
+    data = notebook(("code", "for i in range(3):\n"), ("code", "    print(i)\n"), ("code", VIEW)).encode()
+    findings = lint_notebook("nb.ipynb", data, select_rules()).findings
+    assert sorted((f.code, f.cell) for f in findings) == [("TL004", 3), ("TL901", 1), ("TL901", 2)]
+
+
+def test_top_level_await_and_a_file_noqa_in_a_cell():
+    data = notebook(("code", "await asyncio.sleep(0)\n"), ("code", VIEW)).encode()
+    assert [(f.code, f.cell) for f in lint_notebook("nb.ipynb", data, select_rules()).findings] == [("TL004", 2)]
+    quiet = notebook(("code", "# torchlint: noqa\n"), ("code", VIEW)).encode()
+    assert lint_notebook("nb.ipynb", quiet, select_rules()).findings == []

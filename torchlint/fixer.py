@@ -9,8 +9,9 @@ diagnostic says so. Writes are atomic (`torchlint.atomic`) and keep the file's e
 line endings and permission bits; a file that changed on disk since it was read is not written.
 
 Text edits apply to the decoded text: rows count lines split on \\n, \\r\\n and \\r, columns are
-1-based code points (`Finding.fix.edits`). Notebooks are fixed cell by cell and written back with
-outputs, metadata, key order and indentation as they were.
+1-based code points (`Finding.fix.edits`). Notebooks are fixed as the module their cells make
+(cell by cell when they cannot be joined) and written back with outputs, metadata, key order and
+indentation as they were.
 """
 
 from __future__ import annotations
@@ -268,13 +269,59 @@ def dump_notebook(notebook: dict, original: bytes) -> bytes:
 
 
 def fix_notebook(path: str, data: bytes, rules: Sequence[Rule], unsafe: bool) -> FileFix:
-    from torchlint.notebook import code_cells, lint_notebook, mask_magics
+    from torchlint.notebook import code_cells, join_cells, lint_notebook
 
     try:
         cells = code_cells(data)
         notebook = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         return FileFix(path, data, data, lint_notebook(path, data, rules))
+    joined = join_cells(cells)
+    if joined is not None:
+        fixed_joined = _fix_joined(path, data, notebook, joined, rules, unsafe)
+        if fixed_joined is not None:
+            return fixed_joined
+    return _fix_cell_by_cell(path, data, notebook, cells, rules, unsafe)
+
+
+def _fix_joined(path: str, data: bytes, notebook: dict, joined, rules: Sequence[Rule],
+                unsafe: bool) -> Optional[FileFix]:
+    """Fix the cells as the one module they make (what `lint_notebook` lints); None to fall back
+    to fixing cell by cell (the joined text does not parse, or the cells cannot be split back)."""
+    from torchlint.notebook import findings_in_cells
+
+    outcome = fix_text(joined.text, path, rules, unsafe, mask=joined.mask)
+    if outcome.result is None or (outcome.result.failed and not outcome.invalid):
+        return None
+    if outcome.invalid:
+        result = _invalid(path, FileResult(path, findings_in_cells(
+            outcome.result.findings, joined.rows(joined.text))))
+        result.internal_error = True
+        return FileFix(path, data, data, result)
+    sources = joined.split(outcome.text)
+    if sources is None:
+        return None
+    original = joined.split(joined.text) or {}
+    result = outcome.result
+    result.findings = findings_in_cells(result.findings, joined.rows(outcome.text))
+    texts = []
+    for number, source in sources.items():
+        if source == original.get(number):
+            continue
+        cell = notebook["cells"][number - 1]
+        if isinstance(cell.get("source"), list):
+            cell["source"] = source.splitlines(keepends=True)
+        else:
+            cell["source"] = source
+        texts.append((f"{path}:cell {number}", original.get(number, ""), source))
+    new = dump_notebook(notebook, data) if texts else data
+    return FileFix(path, data, new, result, outcome.fixed if texts else Counter(), texts)
+
+
+def _fix_cell_by_cell(path: str, data: bytes, notebook: dict, cells, rules: Sequence[Rule],
+                      unsafe: bool) -> FileFix:
+    from torchlint.notebook import lint_notebook, mask_magics
+
     result = FileResult(path)
     fixed: Counter = Counter()
     texts = []

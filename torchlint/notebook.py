@@ -1,4 +1,12 @@
-"""Jupyter notebooks: each code cell is linted on its own; IPython syntax is masked so it parses.
+"""Jupyter notebooks: the code cells are linted together, as the module they make when run top to
+bottom, so that an import or an optimizer defined in one cell is known in the next; IPython
+syntax is masked so that they parse.
+
+The cells are joined with a marker comment line before each (`# torchlint-cell <n> <token>`),
+which keeps every cell's rows whole and lets findings and fixed text be split back into cells.
+They are joined only when every cell is complete Python on its own (CPython's parser, no code
+run), so that no statement spans two cells; otherwise, and when the joined text does not parse,
+each cell is linted on its own and a cell that does not parse gets its own diagnostic.
 
 Masking keeps every line's length (and so every row and column of the rest of the cell): a
 masked line becomes `pass#...`, a short statement, or a comment, so that the fixer can tell which
@@ -14,19 +22,23 @@ backslash continuation):
 - backslash continuation lines of a masked line.
 
 Cells are numbered from 1 over all cells (markdown too), as Jupyter shows them; findings carry the
-number in `Finding.cell` with rows and columns relative to the cell. A file that is not a
+number in `Finding.cell` with rows and columns relative to the cell (a fix whose edits reach into
+another cell is applied by `--fix` but not shown with the finding). A file that is not a
 notebook (not JSON, no `cells` list, a cell source that is not text) gets one TL905 diagnostic.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
-from dataclasses import replace
-from typing import List, Optional, Sequence, Tuple
+import secrets
+import warnings
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from torchlint import diagnostics
-from torchlint.finding import FileResult, Finding
+from torchlint.finding import FileResult, Finding, Location
 
 # Cell magics whose body is Python (ruff's list).
 PYTHON_CELL_MAGICS = frozenset({"capture", "debug", "prun", "pypy", "python", "python3", "time", "timeit"})
@@ -212,6 +224,138 @@ def code_cells(data: bytes) -> List[Tuple[int, str]]:
     return cells
 
 
+def _complete(source: str) -> bool:
+    """Whether `source` (a masked cell) is complete Python by itself: CPython's parser only, with
+    top-level `await` allowed as IPython allows it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(source, "<cell>", "exec", ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        return True
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return False
+
+
+@dataclass
+class JoinedCells:
+    """The code cells as one text, each after a marker line."""
+
+    text: str
+    token: str
+    ends_with_newline: Dict[int, bool]
+
+    def marker(self, number: int) -> str:
+        return f"# torchlint-cell {number} {self.token}\n"
+
+    def split(self, text: str) -> Optional[Dict[int, str]]:
+        """Cell number -> source, from `text` (this joined text, possibly fixed); None when the
+        markers are not all there, in order."""
+        sources: Dict[int, str] = {}
+        current: Optional[int] = None
+        lines: List[str] = []
+        for line in _split(text):
+            number = self._marker_number(line)
+            if number is not None:
+                if current is not None:
+                    sources[current] = "".join(lines)
+                current, lines = number, []
+            elif current is None:
+                return None
+            else:
+                lines.append(line)
+        if current is not None:
+            sources[current] = "".join(lines)
+        if list(sources) != list(self.ends_with_newline):
+            return None
+        for number, source in sources.items():
+            if not self.ends_with_newline[number] and source.endswith("\n"):
+                sources[number] = source[:-1]
+        return sources
+
+    def rows(self, text: str) -> List[Tuple[int, int]]:
+        """(first row of the cell in `text`, cell number), in order."""
+        starts = []
+        for row, line in enumerate(_split(text), start=1):
+            number = self._marker_number(line)
+            if number is not None:
+                starts.append((row + 1, number))
+        return starts
+
+    def mask(self, text: str) -> str:
+        """`mask_magics` cell by cell (a cell magic is one only on its cell's first line)."""
+        out: List[str] = []
+        cell: List[str] = []
+
+        def flush() -> None:
+            if cell:
+                out.append(mask_magics("".join(cell)))
+                cell.clear()
+
+        for line in _split(text):
+            if self._marker_number(line) is not None:
+                flush()
+                out.append(line)
+            else:
+                cell.append(line)
+        flush()
+        return "".join(out)
+
+    def _marker_number(self, line: str) -> Optional[int]:
+        if not line.startswith("# torchlint-cell ") or not line.rstrip("\r\n").endswith(self.token):
+            return None
+        parts = line.split()
+        return int(parts[2]) if len(parts) == 4 and parts[2].isdigit() else None
+
+
+def join_cells(cells: Sequence[Tuple[int, str]]) -> Optional[JoinedCells]:
+    """The non-empty code cells joined, or None when some cell is not complete on its own."""
+    cells = [(number, source) for number, source in cells if source.strip()]
+    if not cells or not all(_complete(mask_magics(source)) for _, source in cells):
+        return None
+    joined = JoinedCells("", secrets.token_hex(8), {})
+    parts = []
+    for number, source in cells:
+        joined.ends_with_newline[number] = source.endswith(("\n", "\r"))
+        parts.append(joined.marker(number))
+        parts.append(source if joined.ends_with_newline[number] else source + "\n")
+    joined.text = "".join(parts)
+    return joined
+
+
+def findings_in_cells(findings: Sequence[Finding], starts: List[Tuple[int, int]]) -> List[Finding]:
+    """Findings on the joined text, with rows made relative to their cells."""
+    def locate(row: int) -> Optional[Tuple[int, int]]:
+        found = None
+        for first, number in starts:
+            if row < first:
+                break
+            found = (number, row - first + 1)
+        return found
+
+    def moved(location: Location, shift: int) -> Location:
+        return Location(location.row - shift, location.column)
+
+    out = []
+    for finding in findings:
+        where = locate(finding.start.row)
+        if where is None:  # a file-level diagnostic
+            out.append(finding)
+            continue
+        number, row = where
+        shift = finding.start.row - row
+        fix = finding.fix
+        if fix is not None:
+            if all(locate(e.start.row) == (number, e.start.row - shift)
+                   and locate(e.end.row) == (number, e.end.row - shift) for e in fix.edits):
+                fix = replace(fix, edits=tuple(replace(e, start=moved(e.start, shift), end=moved(e.end, shift))
+                                               for e in fix.edits))
+            else:
+                fix = None
+        out.append(replace(finding, cell=number, start=moved(finding.start, shift),
+                           end=moved(finding.end, shift), fix=fix))
+    return out
+
+
 def lint_notebook(path: str, data: bytes, rules: Sequence) -> FileResult:
     try:
         cells = code_cells(data)
@@ -222,6 +366,12 @@ def lint_notebook(path: str, data: bytes, rules: Sequence) -> FileResult:
         return result
     from torchlint.engine import lint_text
 
+    joined = join_cells(cells)
+    if joined is not None:
+        whole = lint_text(joined.mask(joined.text), path, rules)
+        if not whole.failed:
+            whole.findings = findings_in_cells(whole.findings, joined.rows(joined.text))
+            return whole
     for number, source in cells:
         if not source.strip():
             continue
@@ -236,4 +386,5 @@ def in_cell(finding: Finding, number: int) -> Finding:
     return replace(finding, cell=number)
 
 
-__all__ = ["NotebookError", "code_cells", "in_cell", "lint_notebook", "load", "mask_magics"]
+__all__ = ["JoinedCells", "NotebookError", "code_cells", "findings_in_cells", "in_cell", "join_cells",
+           "lint_notebook", "load", "mask_magics"]
