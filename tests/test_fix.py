@@ -476,3 +476,26 @@ def test_diff_of_a_file_without_final_newline() -> None:
     assert unified_diff([fix]).endswith(
         "-y.view\n\\ No newline at end of file\n+y.contiguous().view\n\\ No newline at end of file\n"
     )
+
+
+def test_fix_with_workers_and_cache_equals_fix_in_one_process(tmp_path) -> None:
+    # Fix mode lints with the lint path's workers and cache first and fixes only the files
+    # that have a fix to apply; the outcome must not depend on that.
+    one, many = tmp_path / "one", tmp_path / "many"
+    shutil.copytree(FIXTURES, one)
+    shutil.copytree(FIXTURES, many)
+    serial = torchlint("--fix", "--unsafe-fixes", "--jobs", "1", "--output-format", "json", str(one), cwd=one)
+
+    def cached(*args: str):
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        command = [sys.executable, "-m", "torchlint", "--jobs", "2", "--cache-dir", str(tmp_path / "cache"), *args]
+        return subprocess.run(command, cwd=many, capture_output=True, text=True, env=env, timeout=300)
+
+    assert cached("--output-format", "json", str(many)).returncode == 1  # fills the cache
+    parallel = cached("--fix", "--unsafe-fixes", "--output-format", "json", str(many))
+    assert serial.returncode == parallel.returncode == 1
+    strip = lambda out, root: sorted(  # noqa: E731
+        (os.path.relpath(f["filename"], root), f["code"], f["location"]["row"]) for f in json.loads(out))
+    assert strip(serial.stdout, one) == strip(parallel.stdout, many)
+    assert {p.relative_to(one): p.read_bytes() for p in one.rglob("*") if p.is_file()} == \
+        {p.relative_to(many): p.read_bytes() for p in many.rglob("*") if p.is_file()}

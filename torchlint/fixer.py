@@ -463,7 +463,15 @@ def run_fix_mode(run) -> int:
         rules = rules_for(run.stdin_name, run.config, run.select, run.ignore)
         fixes.append(fix_data(run.stdin_name, run.stdin_source, rules, unsafe))
     else:
-        for path in run.files:
+        from torchlint.parallel import lint_paths
+
+        # Lint first, with the workers and the cache of the lint path; only files with a fix to
+        # apply are read and fixed (notebooks always: a fix reaching into another cell is not
+        # shown with its finding).
+        for path, linted in zip(run.files, lint_paths(run)):
+            if not path.endswith(".ipynb") and not any(applicable(f, unsafe) for f in linted.findings):
+                fixes.append(FileFix(path, b"", b"", linted))
+                continue
             data = read_bytes(path)
             if isinstance(data, FileResult):
                 fixes.append(FileFix(path, b"", b"", data))
