@@ -413,6 +413,12 @@ def test_source_is_the_text_as_the_file_has_it():
 
 # -- shapes ----------------------------------------------------------------------------------------
 
+def last_view(semantic: Semantic, spelled_from: str = "") -> cst.Call:
+    """The last `.view(...)` call whose source starts with `spelled_from`."""
+    return [c for c in semantic.index.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
+            and c.func.attr.value == "view" and semantic.module.code_for_node(c).startswith(spelled_from)][-1]
+
+
 @pytest.mark.parametrize("body, splits", [
     ("B, N, C = x.shape\ny = x.transpose(1, 2).view(B, C, H, W)", True),
     ("B, N, C = x.size()\ny = x.permute(0, 2, 1).view(B, C, -1, 2)", True),
@@ -432,8 +438,7 @@ def test_view_only_splits(body, splits):
 
     source = "def f(x, z, H, W, B, C, d, size):\n" + textwrap.indent(body, "    ") + "\n"
     semantic = model(source)
-    view = [c for c in semantic.index.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
-            and c.func.attr.value == "view" and semantic.module.code_for_node(c).startswith("x.")][-1]
+    view = last_view(semantic, "x.")
     dims = shapes.permuted_shape(semantic, view.func.value)
     assert (dims is not None and shapes.view_only_splits(semantic, dims, view)) is splits
 
@@ -471,8 +476,7 @@ def test_view_must_merge_reordered(body, must_merge):
 
     source = "import torch\n\ndef f(x, a, b, c, d, h, k, n, w, shape, order):\n" + textwrap.indent(body, "    ") + "\n"
     semantic = model(source)
-    view = [c for c in semantic.index.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
-            and c.func.attr.value == "view"][-1]
+    view = last_view(semantic)
     assert shapes.view_must_merge_reordered(semantic, view.func.value, view) is must_merge
 
 
@@ -480,6 +484,5 @@ def test_view_must_merge_uses_a_known_rank():
     from torchlint.analysis import shapes
 
     semantic = model("def f(x):\n    B, C, H, W = x.shape\n    y = x.movedim(1, -1).view(-1, C)\n")
-    view = [c for c in semantic.index.nodes(cst.Call) if isinstance(c.func, cst.Attribute)
-            and c.func.attr.value == "view"][-1]
+    view = last_view(semantic)
     assert shapes.view_must_merge_reordered(semantic, view.func.value, view)

@@ -145,46 +145,15 @@ def _unpacked_shape(sem: Semantic, tensor: cst.Name) -> Optional[List[Dim]]:
 def permuted_shape(sem: Semantic, expr: cst.BaseExpression) -> Optional[List[Dim]]:
     """The dimensions of a transposing expression (`x.transpose(1, 2)`, `x.permute(0, 2, 1)`,
     `x.T`, `torch.transpose(x, 1, 2)`, ...) when the shape of `x` is known."""
-    if isinstance(expr, cst.Attribute):
-        shape = known_shape(sem, expr.value)
-        if shape is None:
-            return None
-        if expr.attr.value == "T":
-            return list(reversed(shape))
-        if expr.attr.value in ("mT", "mH") and len(shape) >= 2:
-            return shape[:-2] + [shape[-1], shape[-2]]
+    transposition = _transposition(sem, expr)
+    if transposition is None:
         return None
-    if not isinstance(expr, cst.Call):
-        return None
-    name = sem.qualified_name(expr.func)
-    if name is not None and name.startswith("torch.") and expr.args:
-        operation, tensor, args = name.rsplit(".", 1)[1], expr.args[0].value, expr.args[1:]
-    elif isinstance(expr.func, cst.Attribute):
-        operation, tensor, args = expr.func.attr.value, expr.func.value, expr.args
-    else:
-        return None
+    operation, tensor, numbers = transposition
     shape = known_shape(sem, tensor)
     if shape is None:
         return None
-    rank = len(shape)
-    numbers = _ints(args) if args else []
-    if numbers is None or any(not -rank <= n < rank for n in numbers):
-        return None
-    numbers = [n % rank for n in numbers] if rank else numbers
-    if operation == "t" and not args and rank <= 2:
-        return list(reversed(shape))
-    if operation in _SWAPS and len(numbers) == 2:
-        swapped = list(shape)
-        first, second = numbers
-        swapped[first], swapped[second] = swapped[second], swapped[first]
-        return swapped
-    if operation == "permute" and sorted(numbers) == list(range(rank)):
-        return [shape[n] for n in numbers]
-    if operation in _MOVES and len(numbers) == 2:
-        moved = list(shape)
-        moved.insert(numbers[1], moved.pop(numbers[0]))
-        return moved
-    return None
+    order = _permutation(operation, numbers, len(shape))
+    return None if order is None else [shape[n] for n in order]
 
 
 def view_only_splits(sem: Semantic, dims: List[Dim], view: cst.Call) -> bool:
