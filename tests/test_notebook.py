@@ -61,6 +61,9 @@ MAGICS = [
     "!echo \"it's\" \\\n  continued\n",
     "for i in range(3):\n    %time f(i)\n",
     "if True:\n    !ls\n",
+    "/print 1 2\n",
+    ",print a b\n",
+    ";print a b\n",
 ]
 
 

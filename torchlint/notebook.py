@@ -14,7 +14,8 @@ lines it must never edit (`fixer._changed_spans`). IPython syntax is recognised 
 itself recognises it, at the start of a logical line (not inside strings, brackets or a
 backslash continuation):
 
-- line magics `%time f()`, shell escapes `!ls` / `!!ls`, help `?x`, `??x`, `x?`, `x.y??`;
+- line magics `%time f()`, shell escapes `!ls` / `!!ls`, help `?x`, `??x`, `x?`, `x.y??`,
+  autocall `/f 1 2`, `,f a b`, `;f a b`;
 - assignments from them, `files = !ls`, `t = %timeit -o f()` (the right-hand side is masked);
 - a cell magic `%%time` on the first line: the magic line is masked and the body linted when the
   body is Python (`time`, `timeit`, `capture`, ...); any other cell magic (`%%bash`,
@@ -44,7 +45,7 @@ from torchlint.finding import FileResult, Finding, Location
 PYTHON_CELL_MAGICS = frozenset({"capture", "debug", "prun", "pypy", "python", "python3", "time", "timeit"})
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-_ESCAPE = re.compile(r"[ \t]*(?:%|!|\?)")
+_ESCAPE = re.compile(r"[ \t]*(?:%|!|\?|/|,|;)")  # `/f 1`, `,f a`, `;f a`: IPython autocall
 _ASSIGN = re.compile(r"[ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*(?=[%!])")
 _HELP_END = re.compile(r"[ \t]*[\w.*\[\]()%]+\?\??[ \t]*$")
 _CELL_MAGIC = re.compile(r"[ \t]*%%(\w+)")
