@@ -6,11 +6,14 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import evaluation
+from torchlint.analysis import evaluation, training
 from torchlint.analysis.semantic import Semantic
 from torchlint.rules.base import Rule, RuleContext
 
 MODEL_PARAM_NAMES = {"model", "net", "network", "classifier"}
+
+
+DETACHING = {"detach", "item", "tolist"}
 
 
 class EvalWithoutNoGrad(Rule):
@@ -78,8 +81,10 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
         loops = sem.enclosing_loops(node, comprehensions=True)
         if not loops or sem.grad_mode(node) is not None:
             return
-        if sem.is_expression_statement(node):
-            return  # run for its side effects (calibration, warm-up): the graph dies at once
+        if sem.is_expression_statement(node) or _detached_at_once(sem, node):
+            return  # run for its side effects, or `model(x).detach()`: the graph dies at once
+        if training.is_loss_call(sem, node) and node.args and _grad_free(sem, node.args[0].value):
+            return  # `criterion(out, y)` on an `out` computed under no_grad records no graph
         scope = evaluation.scope_body(sem, node)
         reason = _evaluation_reason(sem, node, func, loops[-1], scope)
         if reason is None:
@@ -117,6 +122,28 @@ def _evaluation_reason(sem: Semantic, call: cst.Call, func, loop, scope) -> Opti
         if certain:
             return f"in `{scope.name.value}()`"
     return None
+
+
+def _detached_at_once(sem: Semantic, node: cst.Call) -> bool:
+    attribute = sem.parent(node)
+    call = sem.parent(attribute) if isinstance(attribute, cst.Attribute) else None
+    return isinstance(call, cst.Call) and call.func is attribute and attribute.attr.value in DETACHING
+
+
+def _grad_free(sem: Semantic, expr: cst.BaseExpression) -> bool:
+    """`expr` certainly records no graph: a `.detach()`ed value, or a name assigned under
+    `no_grad`/`inference_mode` (or from such a value)."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in DETACHING:
+        return True
+    if not isinstance(expr, cst.Name):
+        return False
+    definition = sem.reaching_definition(expr)
+    if definition is None or definition.statement is None:
+        return False
+    if sem.grad_mode(definition.statement) == "no_grad":
+        return True
+    return definition.kind == "assign" and definition.value is not None and not isinstance(
+        definition.value, cst.Name) and _grad_free(sem, definition.value)
 
 
 def _first_in_loop(sem: Semantic, node: cst.Call, loop) -> cst.Call:
