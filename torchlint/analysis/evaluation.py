@@ -12,7 +12,7 @@ from typing import Iterable, List, Optional, Set
 
 import libcst as cst
 
-from torchlint.analysis.semantic import Semantic, is_true, keyword, method_call
+from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, is_true, keyword, method_call
 
 # -- grad mode ----------------------------------------------------------------------------------
 
@@ -324,6 +324,8 @@ def _is_activation_module(sem: Semantic, expr: cst.BaseExpression, kind: str, de
             for binding in sem.scopes.lookup(expr.func.value, expr) or ():
                 if binding.kind == "class" and binding.node in sem.module_classes():
                     return _forward_returns_activation(sem, binding.node, kind, depth - 1)
+        if method_call(expr, *MODULE_SELF_METHODS):  # `D = D.to(device)` is the same module
+            return _is_activation_module(sem, expr.func.value, kind, depth - 1)
         return False
     return sem.bound_value_is(expr, lambda v: _is_activation_module(sem, v, kind, depth - 1))
 
@@ -342,8 +344,13 @@ def _forward_returns_activation(sem: Semantic, klass: cst.ClassDef, kind: str, d
     return all(activation_output(sem, r.value, kind, depth) is not None for r in returns)
 
 
+# Tensor methods that rearrange values without changing them: a sigmoid output stays one.
+_VALUE_KEEPING_METHODS = {"view", "reshape", "squeeze", "unsqueeze", "flatten", "contiguous", "view_as",
+                          "reshape_as", "float", "double"}
+
+
 def activation_output(sem: Semantic, expr: Optional[cst.BaseExpression], kind: str,
-                      depth: int = 8) -> Optional[cst.CSTNode]:
+                      depth: int = 12) -> Optional[cst.CSTNode]:
     """When `expr` certainly is the output of softmax (`kind="softmax"`) or sigmoid: the node
     that applied it (a call, or a model call whose model ends in that activation); else None."""
     if expr is None or depth < 0:
@@ -358,6 +365,8 @@ def activation_output(sem: Semantic, expr: Optional[cst.BaseExpression], kind: s
         return None
     if sem.is_torch(expr, *spec["functions"]):
         return expr
+    if method_call(expr, *_VALUE_KEEPING_METHODS) and sem.qualified_name(expr.func.value) is None:
+        return activation_output(sem, expr.func.value, kind, depth - 1)  # `probs.squeeze(1)`
     if method_call(expr, spec["method"]):
         receiver = expr.func.value
         if not (isinstance(receiver, cst.Name) and receiver.value == "self"):
