@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import devices
 from torchlint.analysis.scopes import dotted_name
-from torchlint.analysis.semantic import Semantic, method_call
+from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, method_call
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Rebracket, Replace, Rule, RuleContext
 
@@ -30,7 +30,8 @@ class UnregisteredSubmodules(Rule):
 ## What it does
 Flags, in an `nn.Module.__init__`, a plain Python container of submodules or parameters stored
 on `self`: `self.layers = [nn.Linear(...) for _ in range(n)]`, `self.heads = {"a": nn.Linear(...)}`,
-`self.blocks = []` filled with `self.blocks.append(Block(...))`, or `self.scales = [nn.Parameter(...)]`.
+`self.blocks = []` filled with `self.blocks.append(Block(...))`, `self.blocks += [...]` or
+`self.blocks = self.blocks + [Block(...).to(device)]`, or `self.scales = [nn.Parameter(...)]`.
 
 ## Why is this bad?
 `nn.Module` registers a submodule only when it is assigned to an attribute directly or held by
@@ -137,6 +138,8 @@ def _kind(expr: cst.BaseExpression, sem: Semantic) -> Optional[str]:
         if value is None or value is expr:
             return None
         return _kind(value, sem)
+    if method_call(expr, *MODULE_SELF_METHODS):  # `Layer(...).to(device)` is the module itself
+        return _kind(expr.func.value, sem)
     if not sem.is_module_construction(expr):
         return None
     name = sem.qualified_name(expr.func) or ""
@@ -187,7 +190,24 @@ def _contents(value: cst.BaseExpression, attr: str, klass: Optional[cst.ClassDef
                 kind = _kind(assign.value, sem)
                 if kind is not None:
                     return kind, f" (filled by `self.{attr}[...] = ...`)"
+            if dotted_name(t.target) == f"self.{attr}" and _is_concatenation(assign.value, attr):
+                for item in _elements(assign.value.right):
+                    kind = _kind(item, sem)
+                    if kind is not None:
+                        return kind, f" (filled by `self.{attr} = self.{attr} + [...]`)"
+    for augmented in sem.index.descendants(method, cst.AugAssign):
+        if dotted_name(augmented.target) == f"self.{attr}" and isinstance(augmented.operator, cst.AddAssign):
+            for item in _elements(augmented.value):
+                kind = _kind(item, sem)
+                if kind is not None:
+                    return kind, f" (filled by `self.{attr} += [...]`)"
     return None, ""
+
+
+def _is_concatenation(value: cst.BaseExpression, attr: str) -> bool:
+    """`self.<attr> + [...]`: the same plain list, grown."""
+    return isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) \
+        and dotted_name(value.left) == f"self.{attr}" and isinstance(value.right, (cst.List, cst.ListComp))
 
 
 def _registered_elsewhere(attr: str, node: cst.Assign, klass: Optional[cst.ClassDef], sem: Semantic) -> bool:
@@ -202,7 +222,8 @@ def _registered_elsewhere(attr: str, node: cst.Assign, klass: Optional[cst.Class
             continue
         for t in assign.targets:
             if dotted_name(t.target) == spelled and not isinstance(
-                    assign.value, (cst.List, cst.ListComp, cst.Tuple, cst.Dict, cst.DictComp)):
+                    assign.value, (cst.List, cst.ListComp, cst.Tuple, cst.Dict, cst.DictComp)) \
+                    and not _is_concatenation(assign.value, attr):
                 return True
     for call in sem.index.descendants(klass, cst.Call):
         func = call.func
