@@ -288,6 +288,17 @@ def backwarded_names(sem: "Semantic", scope: cst.CSTNode) -> Set[str]:
     return found
 
 
+def _returns_loss(sem: "Semantic", call: cst.Call, depth: int) -> bool:
+    """`call` runs the one same-file function of that name, and each of its returns is a loss
+    tensor (`def loss_function(...): ...; return BCE + KLD`)."""
+    functions = sem.resolve_local_function(call, call)
+    if len(functions) != 1:
+        return False
+    function = functions[0]
+    returns = [r for r in sem.index.descendants(function.body, cst.Return) if sem.function_of(r) is function]
+    return bool(returns) and all(r.value is not None and is_loss_tensor(sem, r.value, depth) for r in returns)
+
+
 def is_loss_tensor(sem: "Semantic", expr: cst.BaseExpression, depth: int = 4) -> bool:
     """Whether `expr` is certainly a loss tensor that carries an autograd graph: a loss criterion
     call, a name bound to one, a name on which `.backward()` is called in the same scope (and
@@ -300,7 +311,7 @@ def is_loss_tensor(sem: "Semantic", expr: cst.BaseExpression, depth: int = 4) ->
             return True
         if method_call(expr, *GRAPH_PRESERVING_METHODS):
             return is_loss_tensor(sem, expr.func.value, depth - 1)
-        return False
+        return _returns_loss(sem, expr, depth - 1)
     if isinstance(expr, cst.BinaryOperation):
         return is_loss_tensor(sem, expr.left, depth - 1) or is_loss_tensor(sem, expr.right, depth - 1)
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):

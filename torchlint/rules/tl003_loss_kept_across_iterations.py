@@ -31,7 +31,8 @@ Flags, inside a loop, `xs.append(t)`, `xs.extend([t])`, `xs += [t]`, `d[k].appen
 `acc += t` and `acc = acc + t` where `t` is a loss tensor: the result of a loss criterion (an
 instance of a `torch.nn.*Loss` class, or a `torch.nn.functional` loss such as `cross_entropy`,
 `mse_loss`, `nll_loss`, `l1_loss`, `binary_cross_entropy*`), a name on which `.backward()` is
-called, or arithmetic on those (`loss / accum_steps`).
+called, arithmetic on those (`loss / accum_steps`), or a call of a function of the same file
+whose every `return` gives one (`def loss_function(...): ...; return bce + kld`).
 
 ## Why is this bad?
 A loss tensor holds its autograd graph. Storing it keeps every iteration's graph alive; in an
