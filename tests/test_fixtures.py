@@ -35,3 +35,12 @@ def test_every_rule_has_fixtures() -> None:
         assert files, f"{code} has no fixtures in fixtures/{code}/"
         markers = [m for f in files for m in read_markers(f.read_text(encoding="utf-8"))]
         assert markers, f"{code} fixtures mark no finding"
+
+
+def test_readme_lists_every_rule() -> None:
+    from torchlint.rules import all_rules
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    for rule in all_rules():
+        row = f"| {rule.code} | {rule.name} | {rule.summary} | {rule.fix_availability} |"
+        assert row in readme, f"README's rule table lacks or misstates {rule.code}: {row}"
