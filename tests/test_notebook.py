@@ -239,3 +239,11 @@ def test_top_level_await_and_a_file_noqa_in_a_cell():
     assert [(f.code, f.cell) for f in lint_notebook("nb.ipynb", data, select_rules()).findings] == [("TL004", 2)]
     quiet = notebook(("code", "# torchlint: noqa\n"), ("code", VIEW)).encode()
     assert lint_notebook("nb.ipynb", quiet, select_rules()).findings == []
+
+
+def test_joined_masked_text_is_the_mask_of_the_joined_text():
+    from torchlint.notebook import join_cells
+
+    cells = code_cells(notebook(*SPLIT_TRAINING, ("code", "!ls\nx?\n%time f()"), ("code", "%%bash\nls\n")).encode())
+    joined = join_cells(cells)
+    assert joined is not None and joined.masked == joined.mask(joined.text)

@@ -244,6 +244,7 @@ class JoinedCells:
     text: str
     token: str
     ends_with_newline: Dict[int, bool]
+    masked: str = ""  # `mask(text)`, computed while joining
 
     def marker(self, number: int) -> str:
         return f"# torchlint-cell {number} {self.token}\n"
@@ -310,16 +311,22 @@ class JoinedCells:
 
 def join_cells(cells: Sequence[Tuple[int, str]]) -> Optional[JoinedCells]:
     """The non-empty code cells joined, or None when some cell is not complete on its own."""
-    cells = [(number, source) for number, source in cells if source.strip()]
-    if not cells or not all(_complete(mask_magics(source)) for _, source in cells):
-        return None
     joined = JoinedCells("", secrets.token_hex(8), {})
-    parts = []
+    parts, masked_parts = [], []
     for number, source in cells:
+        if not source.strip():
+            continue
         joined.ends_with_newline[number] = source.endswith(("\n", "\r"))
-        parts.append(joined.marker(number))
-        parts.append(source if joined.ends_with_newline[number] else source + "\n")
-    joined.text = "".join(parts)
+        text = source if joined.ends_with_newline[number] else source + "\n"
+        masked = mask_magics(text)  # what `joined.mask` gives for this cell
+        if not _complete(masked):
+            return None
+        marker = joined.marker(number)
+        parts += [marker, text]
+        masked_parts += [marker, masked]
+    if not parts:
+        return None
+    joined.text, joined.masked = "".join(parts), "".join(masked_parts)
     return joined
 
 
@@ -369,7 +376,7 @@ def lint_notebook(path: str, data: bytes, rules: Sequence) -> FileResult:
 
     joined = join_cells(cells)
     if joined is not None:
-        whole = lint_text(joined.mask(joined.text), path, rules)
+        whole = lint_text(joined.masked, path, rules)
         if not whole.failed:
             whole.findings = findings_in_cells(whole.findings, joined.rows(joined.text))
             return whole

@@ -180,10 +180,9 @@ def _contents(value: cst.BaseExpression, attr: str, klass: Optional[cst.ClassDef
             continue
         added = call.args[-1].value
         items = list(_elements(added)) if call.func.attr.value == "extend" else [added]
-        for item in items:
-            kind = _kind(item, sem)
-            if kind is not None:
-                return kind, f" (filled by `self.{attr}.{call.func.attr.value}(...)`)"
+        kind = _first_kind(items, sem)
+        if kind is not None:
+            return kind, f" (filled by `self.{attr}.{call.func.attr.value}(...)`)"
     for assign in sem.index.descendants(method, cst.Assign):
         for t in assign.targets:
             if isinstance(t.target, cst.Subscript) and dotted_name(t.target.value) == f"self.{attr}":
@@ -191,17 +190,24 @@ def _contents(value: cst.BaseExpression, attr: str, klass: Optional[cst.ClassDef
                 if kind is not None:
                     return kind, f" (filled by `self.{attr}[...] = ...`)"
             if dotted_name(t.target) == f"self.{attr}" and _is_concatenation(assign.value, attr):
-                for item in _elements(assign.value.right):
-                    kind = _kind(item, sem)
-                    if kind is not None:
-                        return kind, f" (filled by `self.{attr} = self.{attr} + [...]`)"
+                kind = _first_kind(_elements(assign.value.right), sem)
+                if kind is not None:
+                    return kind, f" (filled by `self.{attr} = self.{attr} + [...]`)"
     for augmented in sem.index.descendants(method, cst.AugAssign):
         if dotted_name(augmented.target) == f"self.{attr}" and isinstance(augmented.operator, cst.AddAssign):
-            for item in _elements(augmented.value):
-                kind = _kind(item, sem)
-                if kind is not None:
-                    return kind, f" (filled by `self.{attr} += [...]`)"
+            kind = _first_kind(_elements(augmented.value), sem)
+            if kind is not None:
+                return kind, f" (filled by `self.{attr} += [...]`)"
     return None, ""
+
+
+def _first_kind(items: Iterable[cst.BaseExpression], sem: Semantic) -> Optional[str]:
+    """The kind (`_kind`) of the first item that is a module or a parameter."""
+    for item in items:
+        kind = _kind(item, sem)
+        if kind is not None:
+            return kind
+    return None
 
 
 def _is_concatenation(value: cst.BaseExpression, attr: str) -> bool:
