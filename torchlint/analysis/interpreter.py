@@ -75,15 +75,23 @@ class Frame:
     for the generic context, where each parameter is what every call passes), and the grad
     mode its caller runs it under."""
 
-    __slots__ = ("function", "args", "grad", "nesting", "key")
+    __slots__ = ("function", "args", "_grad", "_resolve", "nesting", "key")
 
-    def __init__(self, function: Optional[cst.CSTNode], args: Optional[Dict[int, Value]], grad: str,
-                 nesting: int = 0) -> None:
+    def __init__(self, function: Optional[cst.CSTNode], args: Optional[Dict[int, Value]], grad: Optional[str],
+                 nesting: int = 0, resolve=None) -> None:
         self.function = function
         self.args = args
-        self.grad = grad
+        self._grad = grad
+        self._resolve = resolve  # computes the grad mode of a generic frame on first use
         self.nesting = nesting  # how many interpreted calls enclose this one
         self.key = (id(function), grad, None if args is None else tuple(sorted((k, v.key()) for k, v in args.items())))
+
+    @property
+    def grad(self) -> str:
+        if self._grad is None:
+            self._grad = GRAD_INHERITED  # while resolving: recursion sees the default
+            self._grad = self._resolve(self.function)
+        return self._grad
 
 
 class Values:
@@ -278,11 +286,8 @@ class Values:
 
     def _string(self, node, frame) -> Value:
         if type(node) is cst.SimpleString:
-            try:
-                text = node.evaluated_value
-            except Exception:  # noqa: BLE001 - odd literal
-                return STRING_VALUE
-            if isinstance(text, str):
+            text = string_text(node)
+            if text is not None:
                 return Value(STRING, AG_NONE, detail=text)
         return STRING_VALUE
 
@@ -407,11 +412,33 @@ class Values:
         scope, bindings = found
         if any(b.kind == "import" for b in bindings):
             return UNKNOWN_VALUE  # modules are resolved by their qualified names
+        if type(scope) is cst.Module:
+            at_calls = self._global_at_calls(node, spelled)
+            if at_calls is not None:
+                return at_calls
         definitions = self.flow.bindings(scope, spelled)
         if not definitions:
             return UNKNOWN_VALUE
         outer = self.generic_frame(scope if type(scope) is cst.FunctionDef else None)
         return join_all(self.definition_value(d, outer) for d in definitions)
+
+    def _global_at_calls(self, node: cst.Name, spelled: str) -> Optional[Value]:
+        """A global read in a function that only module-level code calls: its value where each
+        call runs (a script that rebinds `model` between two parts sees the right one)."""
+        function = self.sem.function_of(node)
+        if function is None:
+            return None
+        sites = self._sites(function)
+        if not sites or self._escapes_function(function) or any(caller.function is not None
+                                                               for _, _, caller in sites):
+            return None
+        values = []
+        for call, _, _ in sites:
+            definitions = self.flow.reaching_at(call, spelled)
+            if not definitions:
+                return None
+            values.extend(self.definition_value(d, self._module_frame) for d in definitions)
+        return join_all(values)
 
     def definition_value(self, definition: Def, frame: Frame) -> Value:
         """The value `definition` gives its name, made in `frame`."""
@@ -428,8 +455,9 @@ class Values:
                 return Value(CONTAINER, AG_NONE, element=self._iterate(value))
             value = self._element_at(value, definition.path)
             if value.kind in (UNKNOWN, INPUT) and self._backpropagated(definition):
-                # `loss = outputs.loss; loss.backward()`: whatever it is, it is a loss with a graph.
-                return Value(LOSS, AG_GRAPH, LAYOUT_CONTIGUOUS, site=definition.value)
+                # `loss = outputs.loss; loss.backward()`: whatever it is, it is a loss that
+                # requires grad (a leaf or a result).
+                return Value(LOSS, AG_REQUIRES, LAYOUT_CONTIGUOUS, site=definition.value)
             return value
         if kind == "for":
             element = self._iterate(self.value(definition.value, frame))
@@ -594,7 +622,7 @@ class Values:
                 return OPTIMIZER
         if type(annotation) is cst.Name:
             for klass in self._classes_named(annotation.value):
-                if klass in self.sem.module_classes():
+                if self.sem.is_module_class(klass):
                     return MODULE
         if spelled in ("int", "float", "bool"):
             return NUMBER
@@ -605,7 +633,7 @@ class Values:
     def _annotation_class(self, annotation) -> Optional[cst.ClassDef]:
         if type(annotation) is cst.Name:
             for klass in self._classes_named(annotation.value):
-                if klass in self.sem.module_classes():
+                if self.sem.is_module_class(klass):
                     return klass
         return None
 
@@ -632,10 +660,10 @@ class Values:
         key = id(function)
         frame = self._generic_frames.get(key)
         if frame is None:
-            frame = Frame(function, None, GRAD_INHERITED)
+            # One generic frame per function: its grad mode (what its callers run it under) is
+            # only worked out when an operation inside needs it.
+            frame = Frame(function, None, None, resolve=self._inherited_grad)
             self._generic_frames[key] = frame
-            frame.grad = self._inherited_grad(function)
-            frame.key = (id(function), frame.grad, None)
         return frame
 
     def _inherited_grad(self, function: cst.FunctionDef) -> str:
@@ -996,23 +1024,17 @@ class Values:
                 continue
             if func.attr.value in ("register_buffer", "register_parameter", "add_module", "register_module") \
                     and len(call.args) >= 2 and type(call.args[0].value) is cst.SimpleString:
-                try:
-                    name = call.args[0].value.evaluated_value
-                except Exception:  # noqa: BLE001
-                    continue
+                name = string_text(call.args[0].value)
                 method = self.sem.method_of(call)
-                if isinstance(name, str):
+                if name is not None:
                     found.setdefault(name, []).append((call.args[1].value, call, (), method))
         for call in index.descendants(klass, cst.Call):
             if type(call.func) is cst.Name and call.func.value == "setattr" and len(call.args) == 3 \
                     and type(call.args[0].value) is cst.Name and call.args[0].value.value == "self":
                 first = call.args[1].value
                 if type(first) is cst.SimpleString:
-                    try:
-                        name = first.evaluated_value
-                    except Exception:  # noqa: BLE001
-                        continue
-                    if isinstance(name, str):
+                    name = string_text(first)
+                    if name is not None:
                         found.setdefault(name, []).append((call.args[2].value, call, (), self.sem.method_of(call)))
                 else:
                     found.setdefault("*", []).append((None, call, (), None))
@@ -1037,7 +1059,7 @@ class Values:
         return qualified is not None and qualified in names
 
     def instance_of(self, klass: cst.ClassDef, site) -> Value:
-        if klass in self.sem.module_classes():
+        if self.sem.is_module_class(klass):
             return Value(MODULE, AG_NONE, module=ModuleInfo(klass=klass), site=site)
         if any(self._is_base(base.value, api.OPTIMIZER_BASES) for base in klass.bases):
             return Value(OPTIMIZER, AG_NONE, site=site, detail=klass)
@@ -1429,11 +1451,8 @@ class Values:
             return NONE_VALUE
         if name == "getattr" and len(args) >= 2 and type(args[1]) is cst.SimpleString:
             owner = self.value(args[0], frame)
-            try:
-                attr = args[1].evaluated_value
-            except Exception:  # noqa: BLE001
-                return UNKNOWN_VALUE
-            if isinstance(attr, str):
+            attr = string_text(args[1])
+            if attr is not None:
                 return self.attribute_of(owner, attr, call, frame)
         return None
 
@@ -1518,6 +1537,12 @@ class Values:
                 return self._op_result([tensor], call, frame, LAYOUT_CONTIGUOUS,
                                        activation=("softmax", call) if member == "softmax" else None)
             return self._op_result([self.value(a, frame) for a in args], call, frame, LAYOUT_CONTIGUOUS)
+        if qualified in ("torch.autograd.Variable", "torch.autograd.variable.Variable") and args:
+            # The 0.3-era wrapper: today it returns its argument (a leaf when requires_grad=True).
+            data = self.value(args[0], frame)
+            if _is_true(_keyword(call, "requires_grad")):
+                return Value(TENSOR, AG_LEAF, LAYOUT_CONTIGUOUS, device=data.device, shape=data.shape, site=call)
+            return data
         if qualified in ("torch.autograd.grad",):
             return Value(CONTAINER, AG_NONE, element=Value(TENSOR, AG_MAYBE, LAYOUT_CONTIGUOUS))
         if len(parts) != 2:
@@ -1612,11 +1637,8 @@ class Values:
         if expr is None:
             return None
         if type(expr) is cst.SimpleString:
-            try:
-                text = expr.evaluated_value
-            except Exception:  # noqa: BLE001
-                return None
-            if isinstance(text, str) and api.DEVICE_STRING.match(text):
+            text = string_text(expr)
+            if text is not None and api.DEVICE_STRING.match(text):
                 where = text.split(":")[0]
                 return Device(CUDA if where == "cuda" else (HOST if where == "cpu" else (META if where == "meta" else CHOSEN)),
                               text if where not in ("cuda", "cpu", "meta") else None, call)
@@ -2022,6 +2044,27 @@ def _device_change(before: Optional[Device], after: Optional[Device]) -> int:
 
 
 # -- helpers -----------------------------------------------------------------------------------
+def string_text(node: cst.CSTNode) -> Optional[str]:
+    """The text of a plain string literal (`"cuda:0"`, `'params'`), without LibCST's
+    `evaluated_value` (an `ast.literal_eval`, which compiles, for every string)."""
+    if type(node) is not cst.SimpleString:
+        return None
+    literal = node.value
+    prefix = node.prefix.lower()
+    if "b" in prefix or "f" in prefix:
+        return None
+    body = literal[len(node.prefix):]
+    quote = 3 if body[:3] in ('"""', "\'\'\'") else 1
+    text = body[quote:-quote]
+    if "\\" in text and "r" not in prefix:
+        try:
+            evaluated = node.evaluated_value
+        except Exception:  # noqa: BLE001 - odd literal
+            return None
+        return evaluated if isinstance(evaluated, str) else None
+    return text
+
+
 def _looks_like_a_tensor_call(call: cst.Call, method: str) -> bool:
     """`x.sigmoid()`, `x.t()`: called as the tensor method is (`self.sigmoid(z)` calls a submodule
     named like one)."""
@@ -2242,13 +2285,7 @@ def _literal_key(node: cst.Subscript) -> Optional[str]:
     if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
         return None
     value = node.slice[0].slice.value
-    if type(value) is cst.SimpleString:
-        try:
-            text = value.evaluated_value
-        except Exception:  # noqa: BLE001
-            return None
-        return text if isinstance(text, str) else None
-    return None
+    return string_text(value) if type(value) is cst.SimpleString else None
 
 
 def _is_slice(node: cst.Subscript) -> bool:
