@@ -18,7 +18,8 @@ from torchlint.analysis.index import Index
 from torchlint.analysis.scopes import Scopes, dotted_name
 
 from torchlint.analysis.torch_api import MODULE_BASES as _MODULE_BASES
-from torchlint.analysis.torch_api import MODULE_SELF_METHODS, NN_NON_MODULES as _NN_NON_MODULES
+from torchlint.analysis.torch_api import MODULE_SELF_METHODS  # noqa: F401 (rules import it from here)
+from torchlint.analysis.torch_api import NN_NON_MODULES as _NN_NON_MODULES
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
@@ -113,6 +114,12 @@ class Semantic:
         (exact names, or shell-style with `*`: `torch.optim.*`)."""
         if type(node) is cst.Call:
             node = node.func
+        if type(node) is cst.Attribute and "*" not in "".join(patterns):
+            # An attribute's last part is the member's own name (only imports alias): a cheap
+            # test that settles most calls without resolving the name.
+            member = node.attr.value
+            if not any(pattern.endswith(member) and pattern[-len(member) - 1] == "." for pattern in patterns):
+                return False
         name = self.qualified_name(node)
         if name is None:
             return False

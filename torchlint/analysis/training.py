@@ -17,7 +17,7 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import method_call
 from torchlint.analysis.value import (
-    CONTAINER, CRITERION, GRAD_SCALER, INPUT, LOSS, MODULE, OPTIMIZER, PARAMETER, TENSOR_KINDS, UNKNOWN, identity,
+    CRITERION, GRAD_SCALER, INPUT, LOSS, MODULE, OPTIMIZER, PARAMETER, UNKNOWN, identity,
 )
 
 if TYPE_CHECKING:
