@@ -945,7 +945,7 @@ class Values(TorchSemantics):
 
     def _constant(self, qualified: str, node: cst.CSTNode) -> Value:
         member = api.torch_member(qualified)
-        if qualified.startswith("torch.") and qualified.count(".") == 1 and member in api.DTYPE_NAMES:
+        if qualified.startswith("torch.") and qualified.count(".") == 1 and api.is_dtype_name(member):
             return Value(DTYPE, AG_NONE, detail=member)
         return UNKNOWN_VALUE
 
