@@ -307,7 +307,7 @@ class TorchSemantics:
 
     def _module_construction(self, qualified: str, member: str, args, call: cst.Call, frame) -> Value:
         if api.is_loss_class(qualified):
-            return Value(CRITERION, AG_NONE, detail=_canonical_loss(qualified), site=call)
+            return Value(CRITERION, AG_NONE, detail=_canonical(qualified), site=call)
         stochastic = None
         if api.STOCHASTIC_LAYERS.match(_canonical(qualified)):
             if not (member.startswith("InstanceNorm") and not _is_true(_keyword(call, "track_running_stats"))):
@@ -647,9 +647,6 @@ def _canonical(qualified: str) -> str:
         return f"torch.nn.{parts[4]}"
     return qualified
 
-
-def _canonical_loss(qualified: str) -> str:
-    return _canonical(qualified)
 
 
 def _common_device(values: Sequence[Value]) -> Optional[Device]:
