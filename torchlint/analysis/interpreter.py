@@ -1259,7 +1259,7 @@ class Values(TorchSemantics):
         if kind == MODULE:
             return self._module_call(callee, call, frame)
         if kind == CRITERION:
-            return self._loss(call, frame)
+            return self._loss(call, frame, criterion=callee)
         return UNKNOWN_VALUE
 
     def call_function(self, function: cst.FunctionDef, call: cst.Call, frame: Frame,
@@ -1411,7 +1411,7 @@ class Values(TorchSemantics):
             if method in ("to", "cuda", "cpu", "float", "double", "half"):
                 return receiver
             if method == "forward":
-                return self._loss(call, frame)
+                return self._loss(call, frame, criterion=receiver)
             return None
         if kind == OPTIMIZER:
             if method in ("step", "zero_grad"):

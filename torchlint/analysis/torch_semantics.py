@@ -307,7 +307,8 @@ class TorchSemantics:
 
     def _module_construction(self, qualified: str, member: str, args, call: cst.Call, frame) -> Value:
         if api.is_loss_class(qualified):
-            return Value(CRITERION, AG_NONE, detail=_canonical(qualified), site=call)
+            return Value(CRITERION, AG_NONE, detail=_canonical(qualified), site=call,
+                         role=None if _reduces(call) else "unreduced")
         stochastic = None
         if api.STOCHASTIC_LAYERS.match(_canonical(qualified)):
             if not (member.startswith("InstanceNorm") and not _is_true(_keyword(call, "track_running_stats"))):
@@ -350,12 +351,13 @@ class TorchSemantics:
                 return (element,)
         return None
 
-    def _loss(self, call: cst.Call, frame, tensors: Optional[List[Value]] = None) -> Value:
+    def _loss(self, call: cst.Call, frame, tensors: Optional[List[Value]] = None,
+              criterion: Optional[Value] = None) -> Value:
+        """A loss: 0-d unless the call (or the criterion's construction) asks for no reduction."""
         if tensors is None:
             tensors = [self.value(a.value, frame) for a in call.args if a.keyword is None and not a.star]
         mode = self.grad_mode(call, frame)
-        reduction = _keyword(call, "reduction")
-        scalar = reduction is None or not (type(reduction) is cst.SimpleString and "none" in reduction.value)
+        scalar = _reduces(call) if criterion is None else criterion.role != "unreduced"
         if mode == GRAD_OFF:
             autograd = AG_NONE
         else:
@@ -759,6 +761,18 @@ def string_text(node: cst.CSTNode) -> Optional[str]:
             return None
         return evaluated if isinstance(evaluated, str) else None
     return text
+
+
+def _reduces(call: cst.Call) -> Optional[bool]:
+    """Whether a loss call or criterion construction reduces to a 0-d tensor: not with
+    `reduction="none"`, `reduce=False`, or a reduction the code does not spell out."""
+    reduction = _keyword(call, "reduction")
+    if reduction is not None:
+        return string_text(reduction) in ("mean", "sum")
+    reduce = _keyword(call, "reduce")
+    if reduce is not None:
+        return _is_true(reduce)
+    return True
 
 
 def _keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
