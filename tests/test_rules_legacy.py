@@ -225,6 +225,42 @@ def test_tl201_criterion_reduction(construction, flagged):
     assert bool(findings) is flagged
 
 
+def test_tl201_follows_parameters_and_accumulators():
+    findings = lint("""\
+        import torch.nn as nn
+        def train(loader, model, criterion):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                print(loss.data[0])
+        def seq(steps, criterion):
+            loss = 0
+            for out, y in steps:
+                loss += criterion(out, y)
+            return loss.data[0] / len(steps)
+        def main(loader, model):
+            criterion = nn.CrossEntropyLoss().cuda()
+            train(loader, model, criterion)
+            seq([], nn.NLLLoss())
+        """, "TL201")
+    assert [f.start.row for f in findings] == [5, 10]
+
+
+def test_tl201_parameter_passed_something_else_is_silent():
+    assert lint("""\
+        import torch.nn as nn
+        def train(loader, criterion):
+            for x, y in loader:
+                print(criterion(x, y).data[0])
+        train(a, nn.CrossEntropyLoss())
+        train(b, nn.CrossEntropyLoss(reduction="none"))
+        """, "TL201") == []
+
+
+def test_tl201_full_reduction_data_index_needs_a_torch_file():
+    assert lint("import numpy as np\nprint(np.ones(3).sum().data[0])\n", "TL201") == []
+    assert len(lint("import torch\nprint(x.sum().data[0])\n", "TL201")) == 1
+
+
 def test_tl201_self_referencing_names_terminate():
     assert lint("""\
         import torch

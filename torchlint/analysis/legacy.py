@@ -184,3 +184,48 @@ def render_in_place(sem: "Semantic", original: cst.CSTNode, replacement: cst.CST
     ]
     replacement._codegen(state)
     return "".join(state.tokens)
+
+
+# -- values reaching a parameter ------------------------------------------------------------------
+
+def passed_values(sem: "Semantic", name: cst.Name) -> Optional[List[cst.BaseExpression]]:
+    """For a name that is a parameter of a module-level function of this file (and not rebound
+    before `name`), the argument every call of that function in the file passes for it; None
+    when it is not such a parameter, when the function is never called here, or when a call
+    hides the argument (`*args`, `**kwargs`, the default left in place)."""
+    definition = sem.reaching_definition(name)
+    if definition is None or definition.kind != "param":
+        return None
+    param = definition.target
+    function = sem.parent(sem.parent(param))
+    if not isinstance(function, cst.FunctionDef) or not isinstance(sem.scopes.scope_of(function), cst.Module):
+        return None
+    positional = list(function.params.posonly_params) + list(function.params.params)
+    position = next((i for i, p in enumerate(positional) if p is param), None)
+    values: List[cst.BaseExpression] = []
+    for call in sem.index.nodes(cst.Call):
+        if not (isinstance(call.func, cst.Name) and call.func.value == function.name.value):
+            continue
+        bindings = sem.scopes.lookup(call.func.value, call.func) or ()
+        if [b.node for b in bindings] != [function]:
+            continue
+        value = _argument_for(call, param, position)
+        if value is None:
+            return None
+        values.append(value)
+    return values or None
+
+
+def _argument_for(call: cst.Call, param: cst.Param, position: Optional[int]) -> Optional[cst.BaseExpression]:
+    index = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == param.name.value:
+                return arg.value
+            continue
+        if index == position:
+            return arg.value
+        index += 1
+    return None

@@ -18,6 +18,9 @@ _TORCH_FULL_REDUCTIONS = {"sum", "mean", "prod", "max", "min", "norm", "std", "v
 # Methods that keep a 0-dim tensor 0-dim.
 _SHAPE_KEEPING_METHODS = {"cpu", "cuda", "to", "float", "double", "half", "bfloat16", "long", "int",
                           "detach", "clone", "abs", "sqrt", "exp", "log", "neg", "contiguous", "type"}
+# Arithmetic that keeps a 0-dim tensor 0-dim when every argument is a number (`t.mul_(-0.5)`).
+_SCALAR_ARITHMETIC = {"mul", "div", "add", "sub", "pow", "mul_", "div_", "add_", "sub_", "pow_", "clamp", "clamp_"}
+_ACCUMULATING = (cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.DivideAssign)
 # Tensor methods whose result is a tensor (for `(pred == y).sum()`: is `pred == y` a tensor?).
 _TENSOR_METHODS = {"eq", "ne", "gt", "lt", "ge", "le", "float", "long", "int", "byte", "bool", "double",
                    "half", "cpu", "cuda", "to", "detach", "clone", "view", "view_as", "reshape", "squeeze",
@@ -47,11 +50,14 @@ class IndexOfZeroDimTensor(Rule):
 Flags `t.data[0]` and `t[0]` where `t` is certainly a 0-dim tensor: the output of a loss
 (`criterion(out, y)` with an `nn.*Loss` whose reduction is not `"none"`, `F.nll_loss(...)`), a full
 reduction without a dimension (`x.sum()`, `x.mean()`, `torch.sum(x)`, `(pred == y).sum()`), a
-name or `self.attr` bound to one, or arithmetic on those.
+name or `self.attr` bound to one, a parameter that every call of its function in the file passes
+one for (`train(..., criterion, ...)`), a name summed up from a number (`loss = 0` then
+`loss += criterion(out, y)`), a same-file function returning one, or arithmetic on those.
 
 Not flagged: `x.data[0]` on a batch tensor (`images.data[0]` is the first image), on a list or on
 anything whose shape is not known to be `()`; reductions over a dimension (`x.sum(1)[0]`);
-losses built with `reduction="none"` or `reduce=False`.
+losses built with `reduction="none"` or `reduce=False`; a criterion whose construction is not in
+the file; `[0]` written with spaces or parentheses.
 
 ## Why is this bad?
 Before PyTorch 0.4 a loss was a 1-element `Variable` and `loss.data[0]` read its value. Since 0.4
@@ -95,7 +101,7 @@ meant, use `t` itself.
         through_data = isinstance(value, cst.Attribute) and value.attr.value == "data"
         receiver = value.value if through_data else value
         if through_data:
-            if not (_is_zero_dim_tensor(sem, receiver) or _is_full_reduction(sem, receiver, True)):
+            if not (_is_zero_dim_tensor(sem, receiver) or _imports_torch(sem) and _is_full_reduction(sem, receiver, True)):
                 return
         elif not _is_zero_dim_tensor(sem, receiver):
             return
@@ -108,6 +114,16 @@ meant, use `t` itself.
         )
         applicability = Applicability.SAFE if through_data else Applicability.UNSAFE
         ctx.report(node, message, FixSpec(f"Replace with `{fixed}`", (Replace(node, fixed),), applicability))
+
+
+def _imports_torch(sem) -> bool:
+    """Whether the file imports torch (so `.sum().data[0]` is the PyTorch 0.3 idiom)."""
+    cached = sem.__dict__.get("_legacy_imports_torch")
+    if cached is None:
+        cached = any(binding.kind == "import" and (binding.qualified_name or "").split(".")[0] == "torch"
+                     for names in sem.scopes.bindings.values() for bindings in names.values() for binding in bindings)
+        sem.__dict__["_legacy_imports_torch"] = cached
+    return cached
 
 
 def _is_index_zero(node: cst.Subscript) -> bool:
@@ -137,7 +153,8 @@ def _is_zero_dim_tensor(sem, expr: cst.BaseExpression, depth: int = 8) -> bool:
     if isinstance(expr, cst.Call):
         if _is_reducing_loss_call(sem, expr) or _is_full_reduction(sem, expr, False, depth - 1):
             return True
-        if method_call(expr, *_SHAPE_KEEPING_METHODS):
+        if method_call(expr, *_SHAPE_KEEPING_METHODS) or method_call(expr, *_SCALAR_ARITHMETIC) and all(
+                _is_number(arg.value) for arg in expr.args):
             return _is_zero_dim_tensor(sem, expr.func.value, depth - 1)
         return _returns_zero_dim(sem, expr, depth - 1)
     if isinstance(expr, cst.Attribute):
@@ -153,8 +170,42 @@ def _is_zero_dim_tensor(sem, expr: cst.BaseExpression, depth: int = 8) -> bool:
     if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
         return _is_zero_dim_tensor(sem, expr.expression, depth - 1)
     if isinstance(expr, cst.Name):
-        return sem.bound_value_is(expr, lambda v: _is_zero_dim_tensor(sem, v, depth - 1))
+        return _bound_or_passed(sem, expr, lambda v: _is_zero_dim_tensor(sem, v, depth - 1)) \
+            or _accumulates_zero_dim(sem, expr, depth - 1)
     return False
+
+
+def _bound_or_passed(sem, expr: cst.BaseExpression, predicate) -> bool:
+    """`expr` is bound to values satisfying `predicate`, or is a parameter that every call of its
+    function in this file passes such a value for (`train(..., criterion, ...)`)."""
+    if sem.bound_value_is(expr, predicate):
+        return True
+    values = legacy.passed_values(sem, expr) if isinstance(expr, cst.Name) else None
+    return values is not None and all(predicate(value) for value in values)
+
+
+def _accumulates_zero_dim(sem, name: cst.Name, depth: int) -> bool:
+    """`loss = 0` and then `loss += criterion(out, y)` (in a loop): every binding of the name is a
+    number or a 0-dim tensor, added, subtracted, multiplied or divided in, and one is a tensor.
+    Whichever it holds, indexing it fails (a number cannot be indexed either)."""
+    if depth <= 0:
+        return False
+    bindings = sem.scopes.lookup(name.value, name) or ()
+    tensor = False
+    for binding in bindings:
+        if binding.kind == "assign" and binding.value is not None:
+            value = binding.value
+        elif binding.kind == "augassign" and isinstance(binding.node, cst.AugAssign) \
+                and isinstance(binding.node.operator, _ACCUMULATING):
+            value = binding.node.value
+        else:
+            return False
+        if _is_number(value):
+            continue
+        if not _is_zero_dim_tensor(sem, value, depth):
+            return False
+        tensor = True
+    return tensor
 
 
 def _is_number(expr: cst.BaseExpression) -> bool:
@@ -171,7 +222,7 @@ def _is_reducing_loss_call(sem, call: cst.Call) -> bool:
     return _is_reducing_criterion(sem, call.func)
 
 
-def _is_reducing_criterion(sem, expr: cst.BaseExpression, depth: int = 3) -> bool:
+def _is_reducing_criterion(sem, expr: cst.BaseExpression, depth: int = 5) -> bool:
     """An `nn.*Loss` instance whose reduction is "mean" or "sum" (also moved: `.cuda()`)."""
     if depth <= 0:
         return False
@@ -183,7 +234,7 @@ def _is_reducing_criterion(sem, expr: cst.BaseExpression, depth: int = 3) -> boo
         if method_call(expr, "cuda", "to", "cpu"):
             return _is_reducing_criterion(sem, expr.func.value, depth - 1)
         return False
-    return sem.bound_value_is(expr, lambda v: _is_reducing_criterion(sem, v, depth - 1))
+    return _bound_or_passed(sem, expr, lambda v: _is_reducing_criterion(sem, v, depth - 1))
 
 
 def _is_full_reduction(sem, expr: cst.BaseExpression, any_receiver: bool, depth: int = 8) -> bool:

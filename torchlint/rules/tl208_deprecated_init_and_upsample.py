@@ -84,11 +84,10 @@ with `*args`/`**kwargs`.
 """
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
-        sem = ctx.semantic
-        if isinstance(node, cst.Name) and not _is_bare_reference(node, ctx):
+        name = ctx.semantic.qualified_name(node)
+        if name is None or not name.startswith(("torch.nn.init.", "torch.nn.functional.")):
             return
-        name = sem.qualified_name(node)
-        if name is None:
+        if isinstance(node, cst.Name) and not _is_bare_reference(node, ctx):
             return
         module, _, function = name.rpartition(".")
         if module == "torch.nn.init" and function in _INIT_NAMES:
