@@ -27,7 +27,9 @@ class LegacyLossReduction(Rule):
 Flags `size_average=` and `reduce=` (by keyword or by position) in the construction of a torch
 loss (`nn.MSELoss(size_average=False)`, `nn.CrossEntropyLoss(reduce=False)`) and in the
 functional losses (`F.nll_loss(out, y, size_average=False)`), unless every one of them is
-`None`.
+`None` or a parameter with the default `None` passed on (`def my_loss(x, y, size_average=None):
+return F.l1_loss(x, y, size_average=size_average)`: a wrapper that warns only when its caller
+sets the flag).
 
 Not flagged: `reduction=`; a `size_average` or `reduce` argument of anything that is not one of
 torch's losses (a function of your own, `Tensor.scatter_(..., reduce="add")`).
@@ -75,7 +77,8 @@ when `*args`/`**kwargs` hide which argument is which.
         if parameters is None:
             return
         flags = _legacy_flags(node, parameters)
-        if not flags or all(legacy.literal_flag(arg.value) is None for _, arg in flags):
+        if not flags or all(legacy.literal_flag(arg.value) is None or _forwarded_default_none(sem, arg.value)
+                            for _, arg in flags):
             return
         values = {name: legacy.literal_flag(arg.value) for name, arg in flags}
         written = ", ".join(f"{name}={ctx.short(arg.value, 12)}" for name, arg in flags)
@@ -95,6 +98,18 @@ when `*args`/`**kwargs` hide which argument is which.
             f"`reduction=`; the exact equivalent is `reduction=\"{reduction}\"`",
             _fix(ctx, node, parameters, reduction),
         )
+
+
+def _forwarded_default_none(sem, value: cst.BaseExpression) -> bool:
+    """`size_average=size_average` inside `def f(..., size_average=None)`: a wrapper passing its
+    caller's flag on; only the caller who sets it gets the warning."""
+    if not isinstance(value, cst.Name):
+        return False
+    definition = sem.reaching_definition(value)
+    if definition is None or definition.kind != "param":
+        return False
+    default = definition.target.default
+    return default is not None and legacy.literal_flag(default) is None
 
 
 def _legacy_flags(call: cst.Call, parameters: Tuple[str, ...]) -> List[Tuple[str, cst.Arg]]:

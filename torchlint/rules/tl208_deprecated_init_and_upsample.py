@@ -19,7 +19,6 @@ _UPSAMPLE = {
     "upsample_nearest": "",  # interpolate(input, size, scale_factor, mode="nearest"): the default
     "upsample_bilinear": 'mode="bilinear", align_corners=True',
 }
-_UPSAMPLE_PARAMETERS = ("input", "size", "scale_factor")
 
 
 class DeprecatedInitAndUpsample(Rule):
@@ -35,11 +34,12 @@ class DeprecatedInitAndUpsample(Rule):
 Flags the `torch.nn.init` initialisers without their trailing underscore (`uniform`, `normal`,
 `constant`, `eye`, `dirac`, `xavier_uniform`, `xavier_normal`, `kaiming_uniform`,
 `kaiming_normal`, `orthogonal`, `sparse`) and `torch.nn.functional.upsample`,
-`upsample_nearest` and `upsample_bilinear`, however they are imported.
+`upsample_nearest` and `upsample_bilinear`, however they are imported, where they are called.
 
 Not flagged: the underscore initialisers (`nn.init.xavier_uniform_`), `F.interpolate`, the
 `nn.Upsample` / `nn.UpsamplingBilinear2d` modules, and functions of the same names that are not
-torch's.
+torch's; a reference that is not called (`ignored = {F.upsample, ...}`, torch's own
+`overrides.py`), which neither warns nor may be renamed.
 
 ## Why is this bad?
 PyTorch 0.4 renamed the initialisers (they fill the tensor in place) and 0.4.1 replaced
@@ -74,8 +74,7 @@ arguments: `xavier_uniform` becomes `xavier_uniform_`, `upsample` and `upsample_
 `interpolate` (same parameters in the same order; `nearest` is `interpolate`'s default mode), and
 `upsample_bilinear(...)` becomes `interpolate(..., mode="bilinear", align_corners=True)`. No fix
 is offered for a name imported on its own (`from torch.nn.init import xavier_uniform`: the import
-would have to change too), for `upsample_bilinear` passed around without being called, or called
-with `*args`/`**kwargs`.
+would have to change too), or for `upsample_bilinear` called with `*args`/`**kwargs`.
 
 ## References
 - https://pytorch.org/docs/stable/nn.init.html
@@ -84,6 +83,8 @@ with `*args`/`**kwargs`.
 """
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
+        if not _is_called(node, ctx):
+            return  # a reference (`ignored = {F.upsample, ...}`) neither warns nor may be renamed
         name = ctx.semantic.qualified_name(node)
         if name is None or not name.startswith(("torch.nn.init.", "torch.nn.functional.")):
             return
@@ -115,6 +116,11 @@ with `*args`/`**kwargs`.
             f"`{replacement}` computes the same",
             _upsample_fix(node, function, ctx),
         )
+
+
+def _is_called(node: cst.CSTNode, ctx: RuleContext) -> bool:
+    call = ctx.semantic.parent(node)
+    return isinstance(call, cst.Call) and call.func is node
 
 
 def _is_bare_reference(name: cst.Name, ctx: RuleContext) -> bool:
