@@ -381,3 +381,17 @@ def test_tl208_upsample_replacements_compute_the_same():
         print(all(same))
         """)
     assert out.strip() == "True"
+
+
+@pytest.mark.parametrize("code", [f"TL20{n}" for n in range(1, 9)])
+def test_every_legacy_rule_is_a_full_unit(code):
+    from torchlint.rules import get_rule
+
+    rule = get_rule(code)
+    for section in ("## What it does", "## Why is this bad?", "## Example", "Use instead:", "## Fix safety",
+                    "## References"):
+        assert section in rule.docs, (code, section)
+    measured = "Python 3.11" if code == "TL204" else "torch 2.13"  # TL204's error is Python's own
+    assert measured in " ".join(rule.docs.split())  # the behaviour is the one measured, with the version
+    assert rule.triggers and rule.confirmation_module == code.lower()
+    assert (ROOT / "torchlint" / "verify" / "cases" / f"{rule.confirmation_module}.py").exists()
