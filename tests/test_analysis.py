@@ -7,6 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
+from torchlint.analysis import training
 from torchlint.analysis.semantic import Semantic
 from torchlint.analysis.scopes import dotted_name
 
@@ -165,7 +166,7 @@ def test_names_bound_to_modules():
     """)
     ret = semantic.index.nodes(cst.Return)[-1]
     elements = [e.value for e in ret.value.elements]
-    assert [semantic.is_module_expr(e) for e in elements] == [True, True, True, False, True]
+    assert [semantic.values.of(e).kind == "module" for e in elements] == [True, True, True, False, True]
 
 
 def test_self_attribute_module():
@@ -181,8 +182,8 @@ def test_self_attribute_module():
     """)
     ret = semantic.index.nodes(cst.Return)[-1]
     fc, scale = [e.value for e in ret.value.elements]
-    assert semantic.is_module_expr(fc)
-    assert not semantic.is_module_expr(scale)
+    assert semantic.values.of(fc).kind == "module"
+    assert semantic.values.of(scale).kind == "number"
 
 
 # -- optimizers ---------------------------------------------------------------------------------
@@ -201,7 +202,7 @@ def test_optimizer_names_attributes_and_parameters():
     """)
     ret = semantic.index.nodes(cst.Return)[-1]
     values = [e.value for e in ret.value.elements]
-    assert [semantic.is_optimizer_expr(v) for v in values] == [True, False, True, False, True]
+    assert [training.is_optimizer(semantic, v) for v in values] == [True, False, True, False, True]
 
 
 def test_optimizer_shadowed_module_name():
@@ -211,7 +212,7 @@ def test_optimizer_shadowed_module_name():
             return o
     """)
     ret = semantic.index.nodes(cst.Return)[-1]
-    assert not semantic.is_optimizer_expr(ret.value)
+    assert not training.is_optimizer(semantic, ret.value)
 
 
 # -- tensors requiring grad ---------------------------------------------------------------------
@@ -231,7 +232,7 @@ def test_requires_grad_leaves():
     """)
     ret = semantic.index.nodes(cst.Return)[-1]
     values = [e.value for e in ret.value.elements]
-    assert [semantic.requires_grad_leaf(v) for v in values] == [True, False, True, True, False, False]
+    assert [semantic.values.of(v).is_leaf_requiring_grad for v in values] == [True, False, True, True, False, False]
 
 
 def test_parameter_loop_variables():
@@ -245,7 +246,7 @@ def test_parameter_loop_variables():
                 use(r)
     """)
     uses = [c.args[0].value for c in calls(semantic, "use")]
-    assert [semantic.requires_grad_leaf(u) for u in uses] == [True, True, False]
+    assert [semantic.values.of(u).is_leaf_requiring_grad for u in uses] == [True, True, False]
 
 
 # -- grad mode ----------------------------------------------------------------------------------
@@ -272,8 +273,9 @@ def test_grad_mode_blocks_and_decorators():
                 with torch.enable_grad():
                     use(x)
     """)
-    modes = [semantic.grad_mode(c) for c in calls(semantic, "use")]
-    assert modes == ["no_grad", None, "no_grad", "no_grad", "unknown", "enable"]
+    modes = [semantic.values.lexical_grad_mode(c) for c in calls(semantic, "use")]
+    # A nested def runs whenever it is called: the block around its definition does not apply.
+    assert modes == ["off", None, "off", None, "unknown", "on"]
 
 
 def test_grad_mode_with_alias_shadowed():
@@ -282,7 +284,7 @@ def test_grad_mode_with_alias_shadowed():
             with torch.no_grad():
                 use(x)
     """)
-    assert semantic.grad_mode(calls(semantic, "use")[0]) is None
+    assert semantic.values.lexical_grad_mode(calls(semantic, "use")[0]) is None
 
 
 # -- loops --------------------------------------------------------------------------------------
@@ -346,6 +348,8 @@ def reaching(source: str, name: str = "y"):
     if definition is None:
         return None
     if definition.kind == "assign":
+        if definition.path != ():
+            return "unpack"
         return semantic.module.code_for_node(definition.value)
     return definition.kind
 
@@ -362,10 +366,10 @@ def reaching(source: str, name: str = "y"):
     ("with m() as y:\n    use(y)", "with"),
     ("with ctx():\n    y = a\nuse(y)", "a"),
     ("y = a; use(y)", "a"),
-    ("y, z = a\nuse(y)", "other"),
+    ("y, z = a\nuse(y)", "unpack"),
     ("y = a\ny += 1\nuse(y)", "augassign"),
     ("y = a\ndef inner():\n    y = b\nuse(y)", "a"),
-    ("y = a\n[y for y in r]\nuse(y)", None),
+    ("y = a\n[y for y in r]\nuse(y)", "a"),  # the comprehension's `y` is its own
     ("use(y)", "param"),
 ])
 def test_reaching_definition(body, expected):
@@ -377,10 +381,10 @@ def test_reaching_definition_module_level_is_unknown_without_assignment():
     assert reaching("use(y)\n") is None
 
 
-def test_reaching_value_follows_copies():
+def test_assigned_value_follows_copies():
     semantic = model("def f(x):\n    a = x.t()\n    b = a\n    use(b)\n")
     use = calls(semantic, "use")[0].args[0].value
-    assert semantic.module.code_for_node(semantic.reaching_value(use)) == "x.t()"
+    assert semantic.module.code_for_node(semantic.assigned_value(use)) == "x.t()"
 
 
 # -- index queries ---------------------------------------------------------------------------------
@@ -439,7 +443,7 @@ def test_view_only_splits(body, splits):
     source = "def f(x, z, H, W, B, C, d, size):\n" + textwrap.indent(body, "    ") + "\n"
     semantic = model(source)
     view = last_view(semantic, "x.")
-    dims = shapes.permuted_shape(semantic, view.func.value)
+    dims = semantic.values.of(view.func.value).shape
     assert (dims is not None and shapes.view_only_splits(semantic, dims, view)) is splits
 
 
@@ -477,7 +481,8 @@ def test_view_must_merge_reordered(body, must_merge):
     source = "import torch\n\ndef f(x, a, b, c, d, h, k, n, w, shape, order):\n" + textwrap.indent(body, "    ") + "\n"
     semantic = model(source)
     view = last_view(semantic)
-    assert shapes.view_must_merge_reordered(semantic, view.func.value, view) is must_merge
+    layout = semantic.values.of(view.func.value).layout
+    assert (layout.state == "permuted" and shapes.view_must_merge_reordered(layout, view)) is must_merge
 
 
 def test_view_must_merge_uses_a_known_rank():
@@ -485,4 +490,5 @@ def test_view_must_merge_uses_a_known_rank():
 
     semantic = model("def f(x):\n    B, C, H, W = x.shape\n    y = x.movedim(1, -1).view(-1, C)\n")
     view = last_view(semantic)
-    assert shapes.view_must_merge_reordered(semantic, view.func.value, view)
+    layout = semantic.values.of(view.func.value).layout
+    assert layout.base_rank == 4 and shapes.view_must_merge_reordered(layout, view)

@@ -7,7 +7,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from torchlint.analysis import evaluation
+from torchlint.analysis import evaluation, training
 from torchlint.analysis.semantic import Semantic
 from torchlint.engine import lint_source
 from torchlint.finding import Applicability
@@ -117,10 +117,11 @@ def test_is_criterion_through_names_and_self_attributes():
         other(a, b)
     """)
     ce = evaluation.CROSS_ENTROPY_CLASSES
-    assert evaluation.is_criterion(semantic, last_call(semantic, "crit").func, ce)
-    assert evaluation.is_criterion(semantic, last_call(semantic, "alias").func, ce)
-    assert evaluation.is_criterion(semantic, last_call(semantic, "self.loss").func, ce)
-    assert not evaluation.is_criterion(semantic, last_call(semantic, "other").func, ce)
+    assert training.is_criterion(semantic, last_call(semantic, "crit").func, ce)
+    assert training.is_criterion(semantic, last_call(semantic, "alias").func, ce)
+    assert training.is_criterion(semantic, last_call(semantic, "self.loss").func, ce)
+    assert not training.is_criterion(semantic, last_call(semantic, "other").func, ce)
+    assert training.is_criterion(semantic, last_call(semantic, "other").func)
 
 
 def test_activation_output_follows_models_of_this_file():
@@ -188,7 +189,7 @@ def test_stochastic_layers():
     ("torch.ones(3, requires_grad=True).to(dtype=torch.half, copy=False)", True),
     ("torch.ones(3, requires_grad=True).to(copy=True)", False),
 ])
-def test_non_leaf_source(expr, non_leaf):
+def test_non_leaf_tensors(expr, non_leaf):
     semantic = model(f"""
         import torch
         w = torch.zeros(3, requires_grad=True)
@@ -197,7 +198,7 @@ def test_non_leaf_source(expr, non_leaf):
         y.grad
     """)
     use = [n for n in semantic.index.nodes(cst.Attribute) if n.attr.value == "grad"][-1]
-    assert (evaluation.non_leaf_source(semantic, use.value) is not None) is non_leaf
+    assert (semantic.values.of(use.value).autograd == "graph") is non_leaf
 
 
 # -- messages and fixes --------------------------------------------------------------------------

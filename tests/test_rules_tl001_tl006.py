@@ -75,7 +75,7 @@ def test_view_base(code: str, base: str) -> None:
     assert cst.Module([]).code_for_node(autograd.view_base(node)) == base
 
 
-def test_leaf_origin_survives_augmented_updates_in_loops() -> None:
+def test_leaf_survives_augmented_updates_in_loops() -> None:
     sem = semantic("""
         import torch
         w = torch.randn(3, requires_grad=True)
@@ -85,14 +85,15 @@ def test_leaf_origin_survives_augmented_updates_in_loops() -> None:
             b += 1
         c = torch.ones(2, requires_grad=True)
         c = c * 2
+        use(w, b, c)
     """)
-    assert autograd.leaf_origin(sem, find_name(sem, "w")) == "leaf"
-    assert autograd.leaf_origin(sem, find_name(sem, "b")) is None
-    # rebound to a non-leaf somewhere in the scope: not certain any more
-    assert autograd.leaf_origin(sem, find_name(sem, "c")) is None
+    w, b, c = [a.value for a in sem.index.nodes(cst.Call)[-1].args]
+    assert sem.values.of(w).is_leaf_requiring_grad  # an in-place update keeps the leaf
+    assert not sem.values.of(b).requires_grad
+    assert sem.values.of(c).autograd == "graph"  # rebound to a result with a graph
 
 
-def test_leaf_origin_parameters_loops_only() -> None:
+def test_parameter_loops() -> None:
     sem = semantic("""
         def f(model, other):
             for p in model.parameters():
@@ -104,13 +105,12 @@ def test_leaf_origin_parameters_loops_only() -> None:
             for s, t in zip(model.parameters(), other.parameters()):
                 s.add_(1)
     """)
-    assert autograd.leaf_origin(sem, find_name(sem, "p")) == "parameter"
-    assert autograd.leaf_origin(sem, find_name(sem, "q")) == "parameter"
-    assert autograd.leaf_origin(sem, find_name(sem, "r")) is None
-    assert autograd.leaf_origin(sem, find_name(sem, "s")) is None
+    leaf = [sem.values.of(find_name(sem, n)).is_leaf_requiring_grad for n in "pqrs"]
+    # `zip` of two parameter iterators gives parameters too.
+    assert leaf == [True, True, False, True]
 
 
-def test_leaf_origin_loop_variable_reused_for_something_else() -> None:
+def test_loop_variable_reused_for_something_else() -> None:
     sem = semantic("""
         def f(model, tensors):
             for p in model.parameters():
@@ -118,10 +118,10 @@ def test_leaf_origin_loop_variable_reused_for_something_else() -> None:
             for p in tensors:
                 p.add_(1)
     """)
-    assert autograd.leaf_origin(sem, find_name(sem, "p")) is None
+    assert not sem.values.of(find_name(sem, "p")).is_leaf_requiring_grad
 
 
-def test_function_runs_without_grad_follows_callers() -> None:
+def test_grad_mode_follows_callers() -> None:
     sem = semantic("""
         import torch
         def inner(model):
@@ -137,11 +137,11 @@ def test_function_runs_without_grad_follows_callers() -> None:
                 p.add_(1)
     """)
     calls = [c for c in sem.index.nodes(cst.Call) if autograd.inplace_method(sem, c)]
-    assert autograd.function_runs_without_grad(sem, calls[0])
-    assert not autograd.function_runs_without_grad(sem, calls[1])
+    assert sem.values.grad_mode(calls[0]) == "off"
+    assert sem.values.grad_mode(calls[1]) == "inherited"
 
 
-def test_forward_param_aliases_and_rebinding() -> None:
+def test_forward_input_aliases_and_rebinding() -> None:
     sem = semantic("""
         import torch.nn as nn
         class M(nn.Module):
@@ -156,12 +156,12 @@ def test_forward_param_aliases_and_rebinding() -> None:
                 self.add_(1)
     """)
     receivers = [c.func.value for c in sem.index.nodes(cst.Call) if autograd.inplace_method(sem, c)]
-    found = [autograd.forward_param(sem, autograd.view_base(r)) for r in receivers]
+    found = [autograd.forward_input(sem, sem.values.of(autograd.view_base(r)), r) for r in receivers]
     names = [p.name.value if p is not None else None for p in found]
     assert names == ["x", "y", None, None, None, None]
 
 
-def test_forward_param_only_in_module_forward() -> None:
+def test_forward_input_only_in_module_forward() -> None:
     sem = semantic("""
         import torch.nn as nn
         class NotModule:
@@ -172,34 +172,37 @@ def test_forward_param_only_in_module_forward() -> None:
                 x.add_(1)
     """)
     receivers = [c.func.value for c in sem.index.nodes(cst.Call) if autograd.inplace_method(sem, c)]
-    assert [autograd.forward_param(sem, r) for r in receivers] == [None, None]
+    assert [autograd.forward_input(sem, sem.values.of(r), r) for r in receivers] == [None, None]
+
+
+GRAPH, INPUT, NEITHER = "carries a graph", "an input as it is", "neither"
 
 
 @pytest.mark.parametrize("code, kind", [
-    ("self.fc(x)", autograd.COMPUTED),
-    ("self.fc(x).sigmoid()", autograd.COMPUTED),
-    ("torch.tanh(x)", autograd.COMPUTED),
-    ("x @ w", autograd.COMPUTED),
-    ("h", autograd.COMPUTED),
-    ("h.cpu()", autograd.COMPUTED),
-    ("h[:, 0]", autograd.COMPUTED),
-    ("t", autograd.COMPUTED),
-    ("x", autograd.SEED),
-    ("x * 2", autograd.SEED),
-    ("h.detach()", None),
-    ("h.detach().cpu()", None),
-    ("h.clone().detach()", None),
-    ("h.item()", None),
-    ("h.shape", None),
-    ("h.size(0)", None),
-    ("h.argmax(-1)", None),
-    ("torch.zeros_like(h)", None),
-    ("self.other", None),
-    ("n", None),
-    ("nn.Linear(4, 4)", None),
-    ("nn.Parameter(h)", None),
+    ("self.fc(x)", GRAPH),
+    ("self.fc(x).sigmoid()", GRAPH),
+    ("torch.tanh(x)", GRAPH),
+    ("x @ w", GRAPH),
+    ("h", GRAPH),
+    ("h.cpu()", GRAPH),
+    ("h[:, 0]", GRAPH),
+    ("t", GRAPH),
+    ("x", INPUT),
+    ("x * 2", INPUT),
+    ("h.detach()", NEITHER),
+    ("h.detach().cpu()", NEITHER),
+    ("h.clone().detach()", NEITHER),
+    ("h.item()", NEITHER),
+    ("h.shape", NEITHER),
+    ("h.size(0)", NEITHER),
+    ("h.argmax(-1)", NEITHER),
+    ("torch.zeros_like(h)", NEITHER),
+    ("self.other", NEITHER),
+    ("n", NEITHER),
+    ("nn.Linear(4, 4)", NEITHER),
+    ("nn.Parameter(h)", NEITHER),
 ])
-def test_forward_value(code: str, kind) -> None:
+def test_values_in_forward(code: str, kind) -> None:
     sem = semantic(f"""
         import torch
         import torch.nn as nn
@@ -210,13 +213,14 @@ def test_forward_value(code: str, kind) -> None:
                 self.fc = nn.Linear(4, 4)
             def forward(self, x, t: Tensor, w, n: int = 3):
                 h = self.fc(x)
-                probe = {code}
-    """)
-    assign = sem.index.nodes(cst.Assign)[-1]
-    assert autograd.forward_value(sem, assign.value) == kind
+                probe = {{code}}
+    """.replace("{code}", code))
+    value = sem.values.of(sem.index.nodes(cst.Assign)[-1].value)
+    found = GRAPH if autograd.caches_graph(value) else (INPUT if value.kind == "input" else NEITHER)
+    assert found == kind
 
 
-def test_forward_value_tuple_unpacking_and_branches() -> None:
+def test_values_through_tuple_unpacking_and_branches() -> None:
     sem = semantic("""
         import torch.nn as nn
         class M(nn.Module):
@@ -236,8 +240,8 @@ def test_forward_value_tuple_unpacking_and_branches() -> None:
                 probe = (out, h, y, z, a, b)
     """)
     probe = sem.index.nodes(cst.Assign)[-1].value
-    kinds = [autograd.forward_value(sem, e.value) for e in probe.elements]
-    assert kinds == [autograd.COMPUTED] * 4 + [None, None]
+    kinds = [autograd.caches_graph(sem.values.of(e.value)) for e in probe.elements]
+    assert kinds == [True] * 4 + [False, False]
 
 
 def test_wrap_in_no_grad_indents_nested_code() -> None:

@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence, TextIO
 
 from torchlint import __version__
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+from torchlint.report import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, exit_code, report
 
 
 class UsageError(Exception):
@@ -197,49 +197,6 @@ def lint_run(run: LintRun):
 
         return lint_files(run.files, run.config, run.select, run.ignore)
     return lint_paths(run)  # imports the parser only for files that need parsing
-
-
-def report(run: LintRun, results, fixed: int = 0, fix_listing=()) -> None:
-    """Write the report in the chosen format; the text formats close with a summary that counts
-    `fixed` findings and shows `fix_listing` (from `--fix` / `--show-fixes`)."""
-    from torchlint.output import writer
-
-    name = run.args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
-    options = {
-        "statistics": run.args.statistics,
-        "unsafe_fixes": run.args.unsafe_fixes,
-        "quiet": run.args.quiet,
-        "config": run.config,
-        "fixed": fixed,
-        "fix_listing": list(fix_listing),
-    }
-    if name == "full":
-        options["sources"] = _sources(run, results)
-    writer(name)(results, run.out, options)
-
-
-def _sources(run: LintRun, results) -> dict:
-    from torchlint.source import SourceError, decode_source
-
-    sources = {}
-    for result in results:
-        if not result.findings or result.path.endswith(".ipynb"):
-            continue
-        try:
-            data = run.stdin_source if run.stdin_source is not None else Path(result.path).read_bytes()
-            sources[(result.path, None)] = decode_source(data).text
-        except (OSError, SourceError):
-            pass
-    return sources
-
-
-def exit_code(run: LintRun, results) -> int:
-    if any(r.internal_error for r in results):
-        return EXIT_ERROR
-    findings = any(f for r in results for f in r.findings)
-    if findings and not run.args.exit_zero:
-        return EXIT_FINDINGS
-    return EXIT_CLEAN
 
 
 def list_rules() -> int:

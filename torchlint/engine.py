@@ -5,6 +5,8 @@ Nothing here imports torch or executes the code being linted.
 
 from __future__ import annotations
 
+import os
+
 from collections import defaultdict
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -19,6 +21,9 @@ from torchlint.rules import all_rules
 from torchlint.rules.base import InsertBefore, Rebracket, Replace, Report, Rule, RuleContext
 from torchlint.source import SourceError, decode_source
 from torchlint.suppression import Suppressions
+
+# Developers set TORCHLINT_RAISE=1 to see a rule's traceback instead of a TL903 finding.
+_RAISE_INTERNAL_ERRORS = bool(os.environ.get("TORCHLINT_RAISE"))
 
 
 def select_rules(select: Optional[Iterable[str]] = None, ignore: Iterable[str] = ()) -> List[Rule]:
@@ -149,6 +154,8 @@ def run_rules(semantic: Semantic, path: str, rules: Sequence[Rule], result: File
                 for node in nodes:
                     rule.check(node, ctx)
             except Exception as error:  # one broken rule must not stop the others
+                if _RAISE_INTERNAL_ERRORS:
+                    raise
                 broken.add(rule.code)
                 ctx.reports = [r for r in ctx.reports if r.rule is not rule]
                 result.internal_error = True

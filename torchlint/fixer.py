@@ -429,7 +429,7 @@ def unified_diff(fixes: Sequence[FileFix]) -> str:
 def _report_text(run, results, fixed_total: int, show_fixes: List[str], stream) -> None:
     """The normal report; the text formats count the fixes in their summary (ruff's
     `Found N errors (M fixed, K remaining).`), the others leave the listing to stderr."""
-    from torchlint.cli import report
+    from torchlint.report import report
 
     name = run.args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
     saved = run.out
@@ -446,7 +446,7 @@ def _report_text(run, results, fixed_total: int, show_fixes: List[str], stream) 
 
 
 def _exit(run, results, changed: bool) -> int:
-    from torchlint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS
+    from torchlint.report import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS
 
     args = run.args
     if any(r.internal_error for r in results):

@@ -13,29 +13,17 @@ from typing import TYPE_CHECKING, List, Optional
 
 import libcst as cst
 
+from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import keyword, method_call
 
 if TYPE_CHECKING:
     from torchlint.analysis.semantic import Semantic
 
 DEVICE_MOVE_METHODS = {"cuda", "cpu", "xpu", "mps"}
-DTYPE_NAMES = {
-    "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int8", "uint8",
-    "int16", "int32", "int64", "long", "int", "short", "bool", "complex64", "complex128", "cfloat",
-    "cdouble", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64",
-}
+DTYPE_NAMES = api.DTYPE_NAMES
 _DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|meta|hpu|npu|xla|privateuseone)(:\d+)?$")
 _DEVICE_NAME = re.compile(r"(^|_)(device|dev)s?($|_)|^(cuda|gpu)(_?\w*)?$", re.IGNORECASE)
-# Modules without parameters, buffers or train/eval behaviour: nothing of theirs needs moving.
-STATELESS_MODULES = {
-    "ReLU", "ReLU6", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Softplus",
-    "LeakyReLU", "ELU", "SELU", "CELU", "Hardswish", "Hardsigmoid", "Hardtanh", "Identity", "Flatten",
-    "Unflatten", "Softsign", "Tanhshrink", "Threshold", "GLU", "LogSigmoid", "Softmin",
-    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
-    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
-    "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle", "PixelUnshuffle",
-    "ZeroPad2d", "ConstantPad2d", "ReflectionPad2d", "ReplicationPad2d",
-}
+STATELESS_MODULES = api.STATELESS_MODULES
 # torch.Tensor factories that build a fresh tensor at `torch.<name>(...)`.
 TENSOR_FACTORIES = {
     "tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange", "linspace",
@@ -172,18 +160,6 @@ def _is_number_like(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Name) and expr.value not in ("True", "False", "None")
 
 
-def is_tensor_factory(semantic: "Semantic", expr: cst.BaseExpression) -> bool:
-    return tensor_factories(semantic, expr) is not None
-
-
-def is_stateless_module_construction(semantic: "Semantic", expr: cst.BaseExpression) -> bool:
-    """`nn.ReLU()`, `nn.Identity()`, `nn.MaxPool2d(2)`: a torch.nn module with nothing to move."""
-    if not isinstance(expr, cst.Call):
-        return False
-    name = semantic.qualified_name(expr.func) or ""
-    return name.startswith("torch.nn.") and name.count(".") == 2 and name.split(".")[-1] in STATELESS_MODULES
-
-
 def torch_nn_spelling(semantic: "Semantic", member: str) -> Optional[str]:
     """How this file can spell `torch.nn.<member>` with its own imports: `nn.ModuleList` after
     `import torch.nn as nn` / `from torch import nn`, `ModuleList` after `from torch.nn import
@@ -203,45 +179,3 @@ def torch_nn_spelling(semantic: "Semantic", member: str) -> Optional[str]:
     if not candidates:
         return None
     return sorted(candidates)[0][1]
-
-
-MODULE_CONTAINERS = ("torch.nn.ModuleList", "torch.nn.Sequential", "torch.nn.ModuleDict")
-
-
-def is_module_container(semantic: "Semantic", expr: cst.BaseExpression) -> bool:
-    """`nn.ModuleList(...)` / `nn.Sequential(...)` / `nn.ModuleDict(...)`, or `self.x` assigned only
-    such constructions in its class."""
-    if isinstance(expr, cst.Call):
-        return semantic.is_torch(expr, *MODULE_CONTAINERS)
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-        return semantic.self_attribute_is(
-            expr, lambda v: isinstance(v, cst.Call) and semantic.is_torch(v, *MODULE_CONTAINERS))
-    return False
-
-
-def is_module_container_item(semantic: "Semantic", expr: cst.BaseExpression) -> bool:
-    """An element of a module container: `self.blocks[i]`, `self.heads["cls"]`, `self.blocks.values()`
-    items, a name bound to one (`blk = self.blocks[i]`), or the loop variable of
-    `for blk in self.blocks` / `for i, blk in enumerate(self.blocks)`."""
-    if isinstance(expr, cst.Subscript):
-        return is_module_container(semantic, expr.value)
-    if not isinstance(expr, cst.Name):
-        return False
-    definition = semantic.reaching_definition(expr)
-    if definition is None:
-        return False
-    if definition.kind == "assign" and isinstance(definition.value, cst.Subscript):
-        return is_module_container(semantic, definition.value.value)
-    if definition.kind != "for" or not isinstance(definition.statement, cst.For):
-        return False
-    loop = definition.statement
-    iterable, target = loop.iter, loop.target
-    if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
-            iterable.func.value == "enumerate" and iterable.args:
-        iterable = iterable.args[0].value
-        if not (isinstance(target, cst.Tuple) and len(target.elements) == 2):
-            return False
-        target = target.elements[1].value
-    elif method_call(iterable, "values") and not iterable.args:
-        iterable = iterable.func.value
-    return isinstance(target, cst.Name) and target.value == expr.value and is_module_container(semantic, iterable)

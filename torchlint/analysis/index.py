@@ -148,6 +148,7 @@ class Index:
         self._ends: Optional[List[int]] = None
         self._position_lists: Dict[type, List[int]] = {}
         self._name_positions: Optional[Dict[str, List[int]]] = None
+        self._names_by_spelling: Optional[Dict[str, List[cst.Name]]] = None
         self._walk(module)
         self.parent = _Parents(self._number, self._parent_numbers, self.preorder)
         self.order = _Order(self._number)
@@ -247,6 +248,15 @@ class Index:
             return False
         first = bisect_left(positions, start)
         return first < len(positions) and positions[first] <= self._subtree_end()[start]
+
+    def names_spelled(self, name: str) -> List[cst.Name]:
+        """Every `Name` node spelled `name`, in document order."""
+        table = self._names_by_spelling
+        if table is None:
+            table = self._names_by_spelling = {}
+            for each in self.by_type.get(cst.Name, ()):
+                table.setdefault(each.value, []).append(each)
+        return table.get(name, [])
 
     def _walk_descendants(self, node: cst.CSTNode, node_type) -> Iterator[cst.CSTNode]:
         stack = list(iter_children(node))

@@ -217,13 +217,18 @@ class Scopes:
     # -- resolution -------------------------------------------------------------------------
     def lookup(self, name: str, node: cst.CSTNode) -> Optional[List[Binding]]:
         """The bindings of `name` in the first scope (from `node` outward) that binds it."""
+        found = self.binding_scope(name, node)
+        return None if found is None else found[1]
+
+    def binding_scope(self, name: str, node: cst.CSTNode):
+        """(scope, bindings) for the first scope, from `node`'s outward, that binds `name`."""
         scope = self.scope_of(node)
         first = True
         while True:
             if first or type(scope) is not cst.ClassDef:
                 found = self.bindings.get(scope, {}).get(name)
                 if found:
-                    return found
+                    return scope, found
             if type(scope) is cst.Module:
                 return None
             first = False

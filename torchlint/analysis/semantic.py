@@ -13,42 +13,16 @@ import libcst as cst
 
 from libcst._nodes.internal import CodegenState
 
-from torchlint.analysis import dataflow
+from torchlint.analysis.flow import Def
 from torchlint.analysis.index import Index
 from torchlint.analysis.scopes import Scopes, dotted_name
 
-GRAD_DISABLING = {
-    "torch.no_grad",
-    "torch.inference_mode",
-    "torch.autograd.no_grad",
-    "torch.autograd.grad_mode.no_grad",
-    "torch.autograd.grad_mode.inference_mode",
-}
-GRAD_ENABLING = {"torch.enable_grad", "torch.autograd.enable_grad"}
-SET_GRAD_ENABLED = {"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"}
+from torchlint.analysis.torch_api import MODULE_BASES as _MODULE_BASES
+from torchlint.analysis.torch_api import MODULE_SELF_METHODS, NN_NON_MODULES as _NN_NON_MODULES
 
-# Classes in torch.nn that are not modules.
-_NN_NON_MODULES = {"Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"}
-_MODULE_BASES = (
-    "torch.nn.Module",
-    "lightning.LightningModule",
-    "lightning.pytorch.LightningModule",
-    "lightning.pytorch.core.LightningModule",
-    "pytorch_lightning.LightningModule",
-    "pytorch_lightning.core.LightningModule",
-)
-# Methods of nn.Module that return the module itself.
-MODULE_SELF_METHODS = {"to", "cuda", "cpu", "eval", "train", "half", "float", "double", "bfloat16",
-                       "requires_grad_", "to_empty", "xpu", "mps", "type", "share_memory"}
-TENSOR_FACTORIES = {
-    "tensor", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange", "linspace",
-    "logspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
-    "randn_like", "randint_like", "as_tensor", "randperm", "normal",
-}
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
 _LOOP_BARRIERS = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
-OPTIMIZER_PARAM_NAMES = {"optimizer", "opt", "optim", "optimiser"}
 
 
 def is_true(node: Optional[cst.BaseExpression]) -> bool:
@@ -83,6 +57,17 @@ class Semantic:
         self._module_classes: Optional[Set[cst.ClassDef]] = None
         self._functions_by_name: Optional[Dict[str, List[cst.FunctionDef]]] = None
         self._calls_under: Dict[cst.CSTNode, List[cst.Call]] = {}
+
+    @property
+    def values(self):
+        """The value model of this module (`torchlint.analysis.interpreter.Values`), built on first
+        use."""
+        found = self.__dict__.get("_values")
+        if found is None:
+            from torchlint.analysis.interpreter import Values
+
+            found = self.__dict__["_values"] = Values(self)
+        return found
 
     # -- names ------------------------------------------------------------------------------
     def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
@@ -120,7 +105,14 @@ class Semantic:
         return "".join(state.tokens)
 
     def statement_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        return dataflow.statement_of(self.index, node)
+        """The statement (small statement or compound statement) that contains `node`."""
+        current: Optional[cst.CSTNode] = node
+        parent_of = self.index.parent
+        while current is not None:
+            if isinstance(current, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return current
+            current = parent_of.get(current)
+        return None
 
     def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         return self.scopes.function_of(node)
@@ -138,59 +130,31 @@ class Semantic:
         return isinstance(parent, cst.Expr) and parent.value is node
 
     # -- dataflow ---------------------------------------------------------------------------
-    def reaching_definition(self, name: cst.Name) -> Optional[dataflow.Definition]:
-        return dataflow.reaching_definition(self.index, name)
+    def reaching_definition(self, name: cst.Name) -> Optional[Def]:
+        """The definition that gives `name` its value where it is read, when only one can."""
+        definitions = self.values.flow.reaching(name)
+        return definitions[0] if definitions and len(definitions) == 1 else None
 
-    def reaching_value(self, node: cst.BaseExpression, depth: int = 4) -> Optional[cst.BaseExpression]:
-        """For a name, the expression certainly assigned to it (followed through plain copies
-        `b = a`); for anything else the node itself."""
-        seen = 0
-        while isinstance(node, cst.Name) and seen < depth:
-            definition = self.reaching_definition(node)
-            if definition is None or definition.kind != "assign" or definition.value is None:
+    def assigned_value(self, node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """For a name, the one expression certainly assigned to it where it is read (followed
+        through plain copies `b = a`); for anything else the node itself; None when the name may
+        hold more than one value there."""
+        seen = set()
+        while isinstance(node, cst.Name) and id(node) not in seen:
+            seen.add(id(node))
+            definitions = self.values.flow.reaching(node)
+            if not definitions or len(definitions) != 1:
+                return None
+            definition = definitions[0]
+            if definition.kind != "assign" or definition.path != () or definition.value is None:
                 return None
             node = definition.value
-            seen += 1
         return node
 
-    # -- grad mode --------------------------------------------------------------------------
-    def _grad_context(self, expr: cst.BaseExpression) -> Optional[str]:
-        if isinstance(expr, cst.Call):
-            name = self.qualified_name(expr.func)
-            if name in SET_GRAD_ENABLED and expr.args:
-                value = expr.args[0].value
-                if isinstance(value, cst.Name) and value.value in ("False", "True"):
-                    return "enable" if value.value == "True" else "no_grad"
-                return "unknown"
-        else:
-            name = self.qualified_name(expr)
-        if name in GRAD_DISABLING:
-            return "no_grad"
-        if name in GRAD_ENABLING:
-            return "enable"
-        return None
-
-    def grad_mode(self, node: cst.CSTNode) -> Optional[str]:
-        """"no_grad" when `node` runs with autograd off (a `no_grad`/`inference_mode` block or
-        decorator, in this function or one enclosing it), "enable" inside `enable_grad`,
-        "unknown" for `set_grad_enabled(flag)`, else None."""
-        child = node
-        for ancestor in self.ancestors(node):
-            if isinstance(ancestor, cst.With) and child is ancestor.body:
-                for item in ancestor.items:
-                    mode = self._grad_context(item.item)
-                    if mode is not None:
-                        return mode
-            elif isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
-                for decorator in ancestor.decorators:
-                    mode = self._grad_context(decorator.decorator)
-                    if mode is not None:
-                        return mode
-            child = ancestor
-        return None
-
-    def in_no_grad(self, node: cst.CSTNode) -> bool:
-        return self.grad_mode(node) in ("no_grad", "unknown")
+    def binds_in(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether anything in `node` may bind `name` (an assignment, a loop or `with` target, an
+        import, a nested def)."""
+        return self.values.flow.binds_in(node, name)
 
     # -- loops ------------------------------------------------------------------------------
     def enclosing_loops(self, node: cst.CSTNode, comprehensions: bool = False) -> List[cst.CSTNode]:
@@ -332,171 +296,6 @@ class Semantic:
             and method.name.value == name
             and self.class_of_method(method) in self.module_classes()
         )
-
-    def is_module_construction(self, expr: cst.BaseExpression) -> bool:
-        """`nn.Linear(...)`, `Net(...)` for a module class of this file, `torchvision.models.x()`."""
-        if not isinstance(expr, cst.Call):
-            return False
-        func = expr.func
-        if isinstance(func, cst.Name):
-            for binding in self.scopes.lookup(func.value, expr) or ():
-                if binding.kind == "class" and binding.node in self.module_classes():
-                    return True
-        name = self.qualified_name(func)
-        if name is None:
-            return False
-        parts = name.split(".")
-        if parts[:2] == ["torch", "nn"] and len(parts) == 3:
-            return parts[2][:1].isupper() and parts[2] not in _NN_NON_MODULES
-        if parts[:2] == ["torchvision", "models"] and parts[-1][:1].islower():
-            return True
-        return name in ("timm.create_model",)
-
-    def is_module_expr(self, expr: cst.BaseExpression, depth: int = 4) -> bool:
-        """Whether `expr` certainly evaluates to an nn.Module."""
-        if depth <= 0:
-            return False
-        if self.is_module_construction(expr):
-            return True
-        if method_call(expr, *MODULE_SELF_METHODS):
-            return self.is_module_expr(expr.func.value, depth - 1)
-        return self.bound_value_is(expr, lambda v: self.is_module_expr(v, depth - 1))
-
-    def bound_value_is(self, expr: cst.BaseExpression, predicate) -> bool:
-        """Whether what `expr` is bound to satisfies `predicate`: for a name, the value that
-        certainly reaches it (else every assignment of it in its scope); for `self.attr`, every
-        value assigned to it in the class. False for anything else."""
-        if isinstance(expr, cst.Name):
-            value = self.reaching_value(expr)
-            if value is not None and value is not expr:
-                return predicate(value)
-            return self._binding_value_everywhere(expr, predicate)
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            return self.self_attribute_is(expr, predicate)
-        return False
-
-    def _binding_value_everywhere(self, name: cst.Name, predicate) -> bool:
-        """All bindings of `name` in its scope are assignments whose values satisfy `predicate`."""
-        bindings = self.scopes.lookup(name.value, name)
-        if not bindings:
-            return False
-        if not all(b.kind == "assign" and b.value is not None for b in bindings):
-            return False
-        return all(predicate(b.value) for b in bindings)
-
-    def self_attribute_assignments(self, attribute: cst.Attribute) -> List[cst.BaseExpression]:
-        """Values assigned to `self.<attr>` anywhere in the class that holds `attribute`."""
-        method = self.method_of(attribute)
-        klass = self.class_of_method(method) if method is not None else None
-        if klass is None:
-            return []
-        values = []
-        for assign in self.index.descendants(klass, cst.Assign):
-            for target in assign.targets:
-                t = target.target
-                if (
-                    isinstance(t, cst.Attribute)
-                    and isinstance(t.value, cst.Name)
-                    and t.value.value == "self"
-                    and t.attr.value == attribute.attr.value
-                ):
-                    values.append(assign.value)
-        return values
-
-    def self_attribute_is(self, attribute: cst.Attribute, predicate) -> bool:
-        values = self.self_attribute_assignments(attribute)
-        return bool(values) and all(predicate(v) for v in values)
-
-    # -- optimizers -------------------------------------------------------------------------
-    def is_optimizer_construction(self, expr: cst.BaseExpression) -> bool:
-        if not isinstance(expr, cst.Call):
-            return False
-        name = self.qualified_name(expr.func)
-        if name is None:
-            return False
-        parts = name.split(".")
-        return parts[:2] == ["torch", "optim"] and len(parts) == 3 and parts[2][:1].isupper()
-
-    def is_optimizer_expr(self, expr: cst.BaseExpression) -> bool:
-        """`torch.optim.X(...)`, a name or `self.attr` bound to one, or a parameter named like an
-        optimizer (`optimizer`, `opt`, `optim`)."""
-        if self.is_optimizer_construction(expr):
-            return True
-        if isinstance(expr, cst.Name):
-            definition = self.reaching_definition(expr)
-            if definition is not None:
-                if definition.kind == "param":
-                    return expr.value in OPTIMIZER_PARAM_NAMES
-                if definition.kind == "assign" and definition.value is not None:
-                    return self.is_optimizer_construction(definition.value)
-            return self._binding_value_everywhere(expr, self.is_optimizer_construction)
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            return self.self_attribute_is(expr, self.is_optimizer_construction)
-        return False
-
-    # -- tensors requiring grad -------------------------------------------------------------
-    def is_leaf_requiring_grad_construction(self, expr: cst.BaseExpression) -> bool:
-        """`torch.zeros(..., requires_grad=True)`, `nn.Parameter(...)`, `t.requires_grad_()` on
-        a factory result."""
-        if not isinstance(expr, cst.Call):
-            return False
-        if self.is_torch(expr, "torch.nn.Parameter", "torch.nn.parameter.Parameter"):
-            flag = keyword(expr, "requires_grad")
-            if flag is None and len(expr.args) > 1 and expr.args[1].keyword is None:
-                flag = expr.args[1].value
-            return flag is None or is_true(flag)
-        name = self.call_name(expr)
-        if name is not None and name.startswith("torch.") and name.split(".")[-1] in TENSOR_FACTORIES \
-                and name.count(".") == 1:
-            return is_true(keyword(expr, "requires_grad"))
-        if method_call(expr, "requires_grad_"):
-            if expr.args and not is_true(expr.args[0].value):
-                return False
-            receiver = expr.func.value
-            if isinstance(receiver, cst.Call):
-                inner = self.call_name(receiver)
-                return inner is not None and inner.startswith("torch.") and \
-                    inner.split(".")[-1] in TENSOR_FACTORIES
-            return False
-        return False
-
-    def is_parameters_iteration(self, iterable: cst.BaseExpression) -> Optional[str]:
-        """"parameters" / "named_parameters" when `iterable` is `<x>.parameters()` or
-        `<x>.named_parameters()` (optionally wrapped in `list(...)`)."""
-        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and \
-                iterable.func.value == "list" and len(iterable.args) == 1:
-            iterable = iterable.args[0].value
-        if method_call(iterable, "parameters", "named_parameters") and not iterable.args:
-            return iterable.func.attr.value
-        return None
-
-    def requires_grad_leaf(self, expr: cst.BaseExpression) -> bool:
-        """Whether `expr` is certainly a leaf tensor that requires grad."""
-        if self.is_leaf_requiring_grad_construction(expr):
-            return True
-        if isinstance(expr, cst.Name):
-            definition = self.reaching_definition(expr)
-            if definition is None:
-                return False
-            if definition.kind == "assign" and definition.value is not None:
-                return self.requires_grad_leaf(definition.value)
-            if definition.kind == "for":
-                loop = definition.statement
-                kind = self.is_parameters_iteration(loop.iter)
-                if kind == "parameters":
-                    return isinstance(loop.target, cst.Name) and loop.target.value == expr.value
-                if kind == "named_parameters":
-                    target = loop.target
-                    return (
-                        isinstance(target, cst.Tuple)
-                        and len(target.elements) == 2
-                        and isinstance(target.elements[1].value, cst.Name)
-                        and target.elements[1].value.value == expr.value
-                    )
-            return False
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-            return self.self_attribute_is(expr, self.is_leaf_requiring_grad_construction)
-        return False
 
 
 def receiver_chain(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

@@ -1,43 +1,30 @@
-"""Training-loop facts for TL002/TL003: optimizer steps, gradient clearing, loss tensors.
+"""Training-loop facts for TL002/TL003 (and the rules that need to know a training loop when they
+see one): optimizer steps, backward passes, what clears which gradients, loss tensors.
 
-Each function takes the module's `Semantic` object and answers conservatively: when the code does
-not make it clear that a call is an optimizer step or that a value is a loss tensor with a graph,
-the answer is "no".
+What a value is (an optimizer and the modules it updates, a criterion, a loss tensor with a
+graph) comes from the value model (`Semantic.values`); this module adds what only the shape of
+the code says: which call is a step, which loop runs backward, which names a backward pass
+reaches. Every answer is "no" when the code does not make it clear.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, List, Optional, Set
+from typing import TYPE_CHECKING, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import method_call
+from torchlint.analysis.value import (
+    CONTAINER, CRITERION, GRAD_SCALER, INPUT, LOSS, MODULE, OPTIMIZER, PARAMETER, TENSOR_KINDS, UNKNOWN, identity,
+)
 
 if TYPE_CHECKING:
     from torchlint.analysis.semantic import Semantic
 
-# torch.nn.functional losses (all return a tensor that carries the graph of their inputs).
-FUNCTIONAL_LOSSES = {
-    "cross_entropy", "mse_loss", "nll_loss", "l1_loss", "binary_cross_entropy",
-    "binary_cross_entropy_with_logits", "smooth_l1_loss", "huber_loss", "kl_div", "ctc_loss",
-    "cosine_embedding_loss", "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
-    "multilabel_soft_margin_loss", "multilabel_margin_loss", "multi_margin_loss",
-    "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
-    "gaussian_nll_loss",
-}
-# Tensor methods whose result still carries the receiver's graph (`.cpu()` does not detach).
-GRAPH_PRESERVING_METHODS = {
-    "mean", "sum", "cpu", "cuda", "to", "clone", "float", "double", "half", "bfloat16", "squeeze",
-    "unsqueeze", "view", "reshape", "flatten", "abs", "sqrt", "exp", "log", "mul", "div", "add",
-    "sub", "neg", "contiguous", "nansum", "nanmean",
-}
 _OPTIMIZER_NAME = re.compile(r"^(?:\w+_)?(?:opt|optim|optimizer|optimiser)(?:_\w+|\d+)?$")
 _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
-GRAD_SCALERS = {
-    "torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.GradScaler",
-    "torch.amp.grad_scaler.GradScaler", "torch.cpu.amp.GradScaler",
-}
 # A call of anything spelled like this clears gradients as far as TL002 is concerned
 # (`zero_grad`, `optimizer_zero_grad`, `zero_gradients`, `clear_grad`, `reset_grads`).
 _CLEARING_NAMES = ("zero_grad", "clear_grad", "reset_grad", "zerograd", "grad_zero", "zero_all_grad")
@@ -45,6 +32,15 @@ _CLEARING_NAMES = ("zero_grad", "clear_grad", "reset_grad", "zerograd", "grad_ze
 _GRAD_CLEARING_METHODS = {"zero_", "detach_", "fill_", "mul_"}
 # Objects whose `.backward(loss)` runs backward on the argument (accelerate, Fabric, DeepSpeed).
 _BACKWARD_OWNERS = ("accelerator", "fabric", "engine", "deepspeed", "trainer", "strategy")
+# Tensor methods whose result still carries the receiver's graph: a backward on `loss.mean()`
+# reaches `loss`.
+_GRAPH_KEEPING = {
+    "mean", "sum", "cpu", "cuda", "to", "clone", "float", "double", "half", "bfloat16", "squeeze",
+    "unsqueeze", "view", "reshape", "flatten", "abs", "sqrt", "exp", "log", "mul", "div", "add",
+    "sub", "neg", "contiguous", "nansum", "nanmean",
+}
+
+Owners = Optional[FrozenSet[int]]  # modules (by construction site) whose gradients a call touches
 
 
 def last_identifier(expr: cst.BaseExpression) -> Optional[str]:
@@ -57,16 +53,20 @@ def last_identifier(expr: cst.BaseExpression) -> Optional[str]:
 
 # -- optimizers ---------------------------------------------------------------------------------
 def is_optimizer(sem: "Semantic", expr: cst.BaseExpression) -> bool:
-    """`torch.optim.X(...)`, a name or `self.attr` bound to one, or a name/attribute spelled like
-    an optimizer (`optimizer`, `opt`, `self.optimizer`, `g_optim`, `opt_d`) that does not refer to
-    an imported module (`import torch.optim as optim` makes `optim` the module)."""
-    if sem.is_optimizer_expr(expr):
+    """An optimizer: the value model says so (`torch.optim.X(...)`, a name, attribute or
+    parameter bound to one, what every caller passes), or a value of unknown kind named like one
+    (`optimizer`, `opt_d`, `self.optimizer`, `optimizers[0]`) or used like one (`updater.step()`
+    and `updater.zero_grad()` in the same function)."""
+    value = sem.values.of(expr)
+    if value.kind == OPTIMIZER or value.role == "optimizer":
         return True
+    if value.kind not in (UNKNOWN, INPUT):
+        return False
     if isinstance(expr, cst.Subscript):  # `optimizers[0]`, `self.optimizers[i]`
         inner = last_identifier(expr.value)
         return inner is not None and inner.rstrip("s") in ("optimizer", "optimiser", "opt", "optim")
     name = last_identifier(expr)
-    if name is None or not _OPTIMIZER_NAME.match(name):
+    if name is None:
         return False
     if isinstance(expr, cst.Name):
         bindings = sem.scopes.lookup(expr.value, expr) or ()
@@ -74,18 +74,38 @@ def is_optimizer(sem: "Semantic", expr: cst.BaseExpression) -> bool:
             return False
     elif sem.qualified_name(expr) is not None:  # `torch.optim`, `O.optim` style module paths
         return False
-    return True
+    return bool(_OPTIMIZER_NAME.match(name)) or _used_like_an_optimizer(sem, expr)
+
+
+def _used_like_an_optimizer(sem: "Semantic", expr: cst.BaseExpression) -> bool:
+    if not isinstance(expr, cst.Name):
+        return False
+    function = sem.function_of(expr) or sem.module
+    used = set()
+    for call in sem.calls_under(function, follow_functions=False):
+        if method_call(call, "step", "zero_grad") and isinstance(call.func.value, cst.Name) \
+                and call.func.value.value == expr.value:
+            used.add(call.func.attr.value)
+    return used == {"step", "zero_grad"}
 
 
 def is_grad_scaler(sem: "Semantic", expr: cst.BaseExpression) -> bool:
-    if isinstance(expr, cst.Call):
-        return sem.is_torch(expr, *GRAD_SCALERS)
-    if isinstance(expr, cst.Name):
-        value = sem.reaching_value(expr)
-        if isinstance(value, cst.Call) and sem.is_torch(value, *GRAD_SCALERS):
-            return True
+    value = sem.values.of(expr)
+    if value.kind == GRAD_SCALER or value.role == "scaler":
+        return True
+    if value.kind not in (UNKNOWN, INPUT):
+        return False
     name = last_identifier(expr)
     return name is not None and bool(_SCALER_NAME.search(name))
+
+
+def optimizer_owners(sem: "Semantic", optimizer: cst.BaseExpression) -> Owners:
+    """The modules whose parameters `optimizer` updates, when the value model knows them:
+    `torch.optim.Adam(G.parameters())` updates G."""
+    value = sem.values.of(optimizer)
+    if value.kind != OPTIMIZER or not isinstance(value.detail, frozenset):
+        return None
+    return value.detail
 
 
 def step_optimizer(sem: "Semantic", call: cst.CSTNode) -> Optional[cst.BaseExpression]:
@@ -105,31 +125,31 @@ def step_optimizer(sem: "Semantic", call: cst.CSTNode) -> Optional[cst.BaseExpre
     return receiver if is_optimizer(sem, receiver) else None
 
 
-def optimized_modules(sem: "Semantic", optimizer: cst.BaseExpression, code) -> Set[str]:
-    """Source texts of the modules whose parameters `optimizer` was built from:
-    `opt = torch.optim.SGD(model.parameters())` gives {"model"}."""
-    values: List[cst.BaseExpression] = []
-    if isinstance(optimizer, cst.Name):
-        value = sem.reaching_value(optimizer)
-        if value is not None and value is not optimizer:
-            values.append(value)
-    elif isinstance(optimizer, cst.Attribute) and isinstance(optimizer.value, cst.Name) \
-            and optimizer.value.value == "self":
-        values.extend(sem.self_attribute_assignments(optimizer))
-    found: Set[str] = set()
-    for value in values:
-        if sem.is_optimizer_construction(value) and value.args:
-            params = value.args[0].value
-            if method_call(params, "parameters", "named_parameters"):
-                found.add(code(params.func.value))
-    return found
-
-
 def is_closure_step(sem: "Semantic", call: cst.CSTNode) -> bool:
-    return (
-        method_call(call, "step") and bool(call.args)
-        and is_optimizer(sem, call.func.value)
-    )
+    return method_call(call, "step") and bool(call.args) and is_optimizer(sem, call.func.value)
+
+
+def manual_update(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.BaseExpression]:
+    """A hand-written SGD step: `p.data -= lr * p.grad`, `p -= lr * p.grad` (under no_grad),
+    `p.data.add_(p.grad, alpha=-lr)`, with `p` a parameter. Returns `p`."""
+    if isinstance(node, cst.AugAssign):
+        target, update = node.target, node.value
+    elif method_call(node, "add_", "sub_") and node.args:
+        target, update = node.func.value, node
+    else:
+        return None
+    if isinstance(target, cst.Attribute) and target.attr.value == "data":
+        target = target.value
+    if not isinstance(target, cst.Name):
+        return None
+    value = sem.values.of(target)
+    if value.kind != PARAMETER and not value.is_leaf_requiring_grad:
+        return None
+    for attribute in sem.index.descendants(update, cst.Attribute):
+        if attribute.attr.value == "grad" and isinstance(attribute.value, cst.Name) \
+                and attribute.value.value == target.value:
+            return target
+    return None
 
 
 # -- backward and gradient clearing -------------------------------------------------------------
@@ -162,52 +182,87 @@ def backward_target(sem: "Semantic", call: cst.Call) -> Optional[cst.BaseExpress
     return positional[0] if positional else None
 
 
+def _is_grad_attribute(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Attribute) and expr.attr.value == "grad"
+
+
+def gradient_clearings(sem: "Semantic", node: cst.CSTNode) -> List[Tuple[cst.CSTNode, Owners]]:
+    """Everything under `node` (following same-file calls) that clears gradients, with the
+    modules whose gradients it clears when known (None: unknown, taken as all): a `zero_grad()`
+    on an optimizer or a module, a call of any function whose name contains `zero_grad`,
+    `p.grad = None` / `del p.grad`, `p.grad.zero_()` (also `p.grad.data.zero_()`)."""
+    found: List[Tuple[cst.CSTNode, Owners]] = []
+    for current in sem.calls_under(node):
+        name = last_identifier(current.func)
+        if name is not None and any(word in name.lower() for word in _CLEARING_NAMES):
+            owners = None
+            if name == "zero_grad" and isinstance(current.func, cst.Attribute):
+                owners = _owners_of(sem, current.func.value)
+            found.append((current, owners))
+            continue
+        if method_call(current, *_GRAD_CLEARING_METHODS):
+            receiver = current.func.value
+            if method_call(receiver, "detach") or isinstance(receiver, cst.Attribute) \
+                    and receiver.attr.value == "data":
+                receiver = receiver.func.value if isinstance(receiver, cst.Call) else receiver.value
+            if _is_grad_attribute(receiver):
+                found.append((current, _owners_of(sem, receiver.value)))
+    for root in _reachable_roots(sem, node):
+        for current in sem.index.descendants(root, (cst.Assign, cst.Del)):
+            if isinstance(current, cst.Assign):
+                for target in current.targets:
+                    if _is_grad_attribute(target.target):
+                        found.append((current, _owners_of(sem, target.target.value)))
+            elif _is_grad_attribute(current.target) or isinstance(current.target, cst.Tuple) and any(
+                    _is_grad_attribute(e.value) for e in current.target.elements):
+                found.append((current, None))
+    return found
+
+
+def _owners_of(sem: "Semantic", expr: cst.BaseExpression) -> Owners:
+    value = sem.values.of(expr)
+    if value.kind == OPTIMIZER:
+        return value.detail if isinstance(value.detail, frozenset) else None
+    found = identity(value)
+    if found is None or isinstance(found, cst.ClassDef):
+        return None
+    if value.kind in (MODULE, PARAMETER) or (value.kind in (UNKNOWN, INPUT) and _owns_parameters(sem, expr)):
+        return frozenset({id(found)})
+    return None
+
+
+def _owns_parameters(sem: "Semantic", expr: cst.BaseExpression) -> bool:
+    """`expr` is a name whose `.parameters()` this file reads: a module, whatever its class."""
+    if not isinstance(expr, cst.Name):
+        return False
+    for use in sem.index.names_spelled(expr.value):
+        attribute = sem.parent(use)
+        if isinstance(attribute, cst.Attribute) and attribute.value is use \
+                and attribute.attr.value in ("parameters", "named_parameters"):
+            return True
+    return False
+
+
+def clears_gradients(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The first thing under `node` (following same-file calls) that clears gradients."""
+    found = gradient_clearings(sem, node)
+    return found[0][0] if found else None
+
+
 def _reachable_roots(sem: "Semantic", node: cst.CSTNode) -> List[cst.CSTNode]:
     """`node` and the same-file functions/methods it calls, transitively."""
     roots = [node]
-    seen: Set[cst.CSTNode] = {node}
+    seen: Set[int] = {id(node)}
     pending = [node]
     while pending:
         current = pending.pop()
         for call in sem.index.descendants(current, cst.Call):
             for target in sem.resolve_local_function(call, current):
-                if target not in seen:
-                    seen.add(target)
+                if id(target) not in seen:
+                    seen.add(id(target))
                     roots.append(target)
                     pending.append(target)
     return roots
-
-
-def _is_grad_attribute(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Attribute) and expr.attr.value == "grad"
-
-
-def clears_gradients(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.CSTNode]:
-    """The first thing under `node` (following same-file calls) that clears gradients:
-    a `zero_grad(...)` call on anything, a call of any function whose name contains `zero_grad`,
-    `p.grad = None` / `del p.grad`, `p.grad.zero_()` (also `p.grad.data.zero_()`)."""
-    for root in _reachable_roots(sem, node):
-        for current in sem.index.descendants(root):
-            if isinstance(current, cst.Call):
-                name = last_identifier(current.func)
-                if name is not None and any(word in name.lower() for word in _CLEARING_NAMES):
-                    return current
-                if method_call(current, *_GRAD_CLEARING_METHODS):
-                    receiver = current.func.value
-                    if method_call(receiver, "detach") or isinstance(receiver, cst.Attribute) \
-                            and receiver.attr.value == "data":
-                        receiver = receiver.func.value if isinstance(receiver, cst.Call) else receiver.value
-                    if _is_grad_attribute(receiver):
-                        return current
-            elif isinstance(current, cst.Assign):
-                if any(_is_grad_attribute(t.target) for t in current.targets):
-                    return current
-            elif isinstance(current, cst.Del):
-                if _is_grad_attribute(current.target) or isinstance(current.target, cst.Tuple) and any(
-                    _is_grad_attribute(e.value) for e in current.target.elements
-                ):
-                    return current
-    return None
 
 
 def backward_calls_under(sem: "Semantic", node: cst.CSTNode) -> List[cst.Call]:
@@ -222,24 +277,15 @@ def training_loop_of(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.CSTNode
     return None
 
 
-# -- loss tensors -------------------------------------------------------------------------------
-def is_loss_class(sem: "Semantic", func: cst.BaseExpression) -> bool:
-    name = sem.qualified_name(func)
-    if name is None:
+# -- criteria and loss tensors ------------------------------------------------------------------
+def is_criterion(sem: "Semantic", expr: cst.BaseExpression, classes=None) -> bool:
+    """An instance of a `torch.nn.*Loss` class (of one of `classes` when given), as the value model
+    knows it: `nn.CrossEntropyLoss()`, a name, attribute or parameter bound to one,
+    `nn.CrossEntropyLoss().cuda()`."""
+    value = sem.values.of(expr)
+    if value.kind != CRITERION:
         return False
-    parts = name.split(".")
-    return parts[:2] == ["torch", "nn"] and parts[-1].endswith("Loss") and parts[-1][:1].isupper() \
-        and len(parts) in (3, 5)  # torch.nn.MSELoss, torch.nn.modules.loss.MSELoss
-
-
-def is_criterion(sem: "Semantic", expr: cst.BaseExpression, depth: int = 3) -> bool:
-    """An instance of a `torch.nn.*Loss` class (`nn.CrossEntropyLoss()`, a name or `self.attr`
-    bound to one)."""
-    if depth <= 0:
-        return False
-    if isinstance(expr, cst.Call):
-        return is_loss_class(sem, expr.func)
-    return sem.bound_value_is(expr, lambda v: is_criterion(sem, v, depth - 1))
+    return classes is None or value.detail in classes
 
 
 def is_loss_call(sem: "Semantic", call: cst.BaseExpression) -> bool:
@@ -248,31 +294,24 @@ def is_loss_call(sem: "Semantic", call: cst.BaseExpression) -> bool:
     if not isinstance(call, cst.Call):
         return False
     name = sem.qualified_name(call.func)
-    if name is not None and name.startswith("torch.nn.functional.") and name.split(".")[-1] in FUNCTIONAL_LOSSES:
+    if name is not None and name.startswith("torch.nn.functional.") and name.split(".")[-1] in api.FUNCTIONAL_LOSSES:
         return True
     return is_criterion(sem, call.func)
 
 
-_DETACHING_VALUE_METHODS = {"item", "detach", "tolist", "numpy", "detach_"}
-
-
-def _is_detached_value(expr: cst.BaseExpression) -> bool:
-    if isinstance(expr, cst.Call):
-        if method_call(expr, *_DETACHING_VALUE_METHODS):
-            return True
-        if isinstance(expr.func, cst.Name) and expr.func.value in ("float", "int"):
-            return True
-        if method_call(expr):
-            return _is_detached_value(expr.func.value)
-    if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
-        return True
-    return False
+def is_loss_tensor(sem: "Semantic", expr: cst.BaseExpression) -> bool:
+    """Whether `expr` is certainly a loss tensor that carries an autograd graph: a criterion's
+    output, a tensor a backward pass runs on, or arithmetic on those, made with grad on (the
+    value model's LOSS kind). `.item()`, `float(t)`, `.detach()`, `.data`, and losses computed
+    under `no_grad` are not."""
+    value = sem.values.of(expr)
+    return value.kind == LOSS and not value.has_no_graph
 
 
 def backwarded_names(sem: "Semantic", scope: cst.CSTNode) -> Set[str]:
     """Names `n` in `scope` (a function or the module) on which a backward pass runs."""
     cache = sem.__dict__.setdefault("_training_backwarded", {})
-    found = cache.get(scope)
+    found = cache.get(id(scope))
     if found is None:
         found = set()
         for call in sem.index.descendants(scope, cst.Call) if not isinstance(scope, cst.Module) \
@@ -280,56 +319,71 @@ def backwarded_names(sem: "Semantic", scope: cst.CSTNode) -> Set[str]:
             if sem.scopes.scope_of(call) is not scope:
                 continue
             target = backward_target(sem, call)
-            while method_call(target, *GRAPH_PRESERVING_METHODS):
+            while method_call(target, *_GRAPH_KEEPING):
                 target = target.func.value
             if isinstance(target, cst.Name):
                 found.add(target.value)
-        cache[scope] = found
+        cache[id(scope)] = found
     return found
 
 
-def _returns_loss(sem: "Semantic", call: cst.Call, depth: int) -> bool:
-    """`call` runs the one same-file function of that name, and each of its returns is a loss
-    tensor (`def loss_function(...): ...; return BCE + KLD`)."""
-    functions = sem.resolve_local_function(call, call)
-    if len(functions) != 1:
-        return False
-    function = functions[0]
-    returns = [r for r in sem.index.descendants(function.body, cst.Return) if sem.function_of(r) is function]
-    return bool(returns) and all(r.value is not None and is_loss_tensor(sem, r.value, depth) for r in returns)
+def _mentions(sem: "Semantic", node: cst.CSTNode, name: str) -> bool:
+    if isinstance(node, cst.Name):
+        return node.value == name
+    return sem.index.mentions(node, name)
 
 
-def is_loss_tensor(sem: "Semantic", expr: cst.BaseExpression, depth: int = 4) -> bool:
-    """Whether `expr` is certainly a loss tensor that carries an autograd graph: a loss criterion
-    call, a name bound to one, a name on which `.backward()` is called in the same scope (and
-    never bound to a detached value there), or arithmetic / graph-preserving methods on those.
-    `.item()`, `float(t)`, `.detach()`, `.tolist()`, `.data` are not."""
-    if depth <= 0:
-        return False
-    if isinstance(expr, cst.Call):
-        if is_loss_call(sem, expr):
+def _root_name(expr: cst.BaseExpression) -> Optional[cst.Name]:
+    while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
+        expr = expr.func if isinstance(expr, cst.Call) else expr.value
+    return expr if isinstance(expr, cst.Name) else None
+
+
+def derived_names(sem: "Semantic", scope: cst.CSTNode, names: Set[str]) -> Set[str]:
+    """`names` and the names built from them in `scope` (`loss = total / n`, `logs["loss"] =
+    total`, `score += sl.loss`), a few assignments deep."""
+    found = set(names)
+    if isinstance(scope, cst.Module):
+        assigns = [a for a in sem.index.nodes(cst.Assign) if sem.scopes.scope_of(a) is scope]
+        augmented = [a for a in sem.index.nodes(cst.AugAssign) if sem.scopes.scope_of(a) is scope]
+    else:
+        assigns = [a for a in sem.index.descendants(scope, cst.Assign) if sem.scopes.scope_of(a) is scope]
+        augmented = [a for a in sem.index.descendants(scope, cst.AugAssign) if sem.scopes.scope_of(a) is scope]
+    for _ in range(3):
+        grown = False
+        for statement in assigns + augmented:
+            if not any(_mentions(sem, statement.value, n) for n in found):
+                continue
+            targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+            for target in targets:
+                root = target if isinstance(target, cst.Name) else _root_name(target)
+                if root is not None and root.value != "self" and root.value not in found:
+                    found.add(root.value)
+                    grown = True
+        if not grown:
+            break
+    return found
+
+
+def flows_into_backward(sem: "Semantic", expr: cst.CSTNode) -> bool:
+    """Whether the value of `expr` reaches a backward pass in its own function: a backward target
+    contains it, or contains a name built from it there (`style_score += sl.loss; loss =
+    style_score + content_score; loss.backward()`)."""
+    scope = sem.scopes.scope_of(expr)
+    statement = sem.statement_of(expr)
+    names: Set[str] = set()
+    if isinstance(statement, (cst.Assign, cst.AugAssign)):
+        targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+        for target in targets:
+            root = target if isinstance(target, cst.Name) else _root_name(target)
+            if root is not None and root.value != "self":
+                names.add(root.value)
+    derived = derived_names(sem, scope, names) if names else set()
+    calls = sem.index.descendants(scope, cst.Call) if not isinstance(scope, cst.Module) else sem.index.nodes(cst.Call)
+    for call in calls:
+        target = backward_target(sem, call)
+        if target is None:
+            continue
+        if sem.index.contains(target, expr) or any(_mentions(sem, target, n) for n in derived):
             return True
-        if method_call(expr, *GRAPH_PRESERVING_METHODS):
-            return is_loss_tensor(sem, expr.func.value, depth - 1)
-        return _returns_loss(sem, expr, depth - 1)
-    if isinstance(expr, cst.BinaryOperation):
-        return is_loss_tensor(sem, expr.left, depth - 1) or is_loss_tensor(sem, expr.right, depth - 1)
-    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Minus):
-        return is_loss_tensor(sem, expr.expression, depth - 1)
-    if isinstance(expr, cst.Name):
-        value = sem.reaching_value(expr, depth=1)
-        if value is not None and value is not expr:
-            if _is_detached_value(value):
-                return False
-            if is_loss_tensor(sem, value, depth - 1):
-                return True
-        scope = sem.scopes.scope_of(expr)
-        if expr.value not in backwarded_names(sem, scope):
-            return False
-        for binding in sem.scopes.bindings_in(scope, expr.value):
-            if binding.kind in ("import", "def", "class"):
-                return False
-            if binding.value is not None and _is_detached_value(binding.value):
-                return False
-        return True
-    return False
+    return bool(derived & backwarded_names(sem, scope))

@@ -7,6 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import autograd
+from torchlint.analysis.value import MODULE, PARAMETER, Value
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -108,31 +109,50 @@ guarded by an `inplace` flag, and parameters whose `requires_grad` was switched 
             return
         kind, target = found
         base = autograd.view_base(target)
-        if sem.in_no_grad(node):
+        if autograd.grad_is_off(sem, node):
             return
-        origin = autograd.leaf_origin(sem, base)
-        if origin is not None:
-            if autograd.requires_grad_turned_off(sem, base, node) or autograd.grad_is_off(sem, node):
+        written = sem.values.of(base)
+        if written.is_leaf_requiring_grad:
+            if not autograd.requires_grad_turned_off(sem, base, node):
+                self._report_leaf(node, kind, base, written, self._leaf_passed_in(written, node, sem), ctx)
+            return
+        param = autograd.forward_input(sem, written, node) if isinstance(base, cst.Name) else None
+        if param is not None:
+            method = autograd.forward_method(sem, node)
+            if kind != "method" and not autograd.param_is_tensor(sem, param, method):
                 return
-            self._report_leaf(node, kind, base, origin, ctx)
+            if autograd.guarded_by_inplace_flag(sem, node):
+                return
+            self._report_input(node, kind, base, param, target, ctx)
             return
-        param = autograd.forward_param(sem, base) if isinstance(base, cst.Name) else None
-        if param is None:
-            return
-        method = autograd.forward_method(sem, node)
-        if kind != "method" and not autograd.param_is_tensor(sem, param, method):
-            return
-        if autograd.guarded_by_inplace_flag(sem, node) or autograd.grad_is_off(sem, node):
-            return
-        self._report_input(node, kind, base, param, target, ctx)
+        call = self._leaf_passed_in(written, node, sem)
+        if call is not None and not autograd.requires_grad_turned_off(sem, base, node):
+            self._report_leaf(node, kind, base, written, call, ctx)
+
+    def _leaf_passed_in(self, written, node, sem) -> Optional[cst.Call]:
+        """A call of this helper that passes, for the parameter written here, a leaf that requires
+        grad, outside no_grad: `init_table(self.emb.weight)` for `def init_table(E): E[0] = 1`."""
+        param = written.alias
+        function = sem.function_of(node)
+        if type(param) is not cst.Param or function is None or param not in autograd._params(function):
+            return None
+        for call, binding in sem.values.call_sites(function):
+            argument = binding.get(id(param))
+            if argument is None or autograd.grad_is_off(sem, call):
+                continue
+            value = argument if isinstance(argument, Value) else sem.values.of(argument)
+            if value.is_leaf_requiring_grad or isinstance(argument, Value) and value.kind == MODULE:
+                return call  # a leaf passed in, or (`model.apply(fn)`) a module whose `.weight` is one
+        return None
 
     # -- leaves ---------------------------------------------------------------------------------
-    def _report_leaf(self, node, kind, base, origin, ctx: RuleContext) -> None:
-        what = "a parameter" if origin == "parameter" else "a leaf tensor created with `requires_grad=True`"
+    def _report_leaf(self, node, kind, base, written, call, ctx: RuleContext) -> None:
+        what = "a parameter" if written.kind == PARAMETER else "a leaf tensor created with `requires_grad=True`"
         name = ctx.short(base, 30)
         error = "a view of a leaf Variable" if kind == "item" else "a leaf Variable"
+        via = "" if call is None else f" (passed in by `{ctx.short(call, 40)}`)"
         message = (
-            f"`{ctx.short(_shown(node), 50)}` writes in place into `{name}`, {what}, outside `torch.no_grad()`: "
+            f"`{ctx.short(_shown(node), 50)}` writes in place into `{name}`{via}, {what}, outside `torch.no_grad()`: "
             f"autograd raises '{error} that requires grad is being used in an in-place operation'; "
             "do the update under `with torch.no_grad():`"
         )
@@ -150,7 +170,7 @@ guarded by an `inplace` flag, and parameters whose `requires_grad` was switched 
                         sem.index.contains(binding.node.body, node):
                     loop = binding.node
         if loop is not None:
-            if sem.in_no_grad(loop) or any(sem.is_backward_call(c) for c in sem.index.descendants(loop, cst.Call)):
+            if autograd.grad_is_off(sem, loop) or any(sem.is_backward_call(c) for c in sem.index.descendants(loop, cst.Call)):
                 return None
             text = autograd.wrap_in_no_grad(sem, loop)
             target = loop

@@ -7,8 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import training
-from torchlint.analysis.dataflow import _mentions_binding
 from torchlint.analysis.semantic import method_call
+from torchlint.analysis.value import identity
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, InsertBefore, Rule, RuleContext
 
@@ -18,8 +18,8 @@ class StepWithoutZeroGrad(Rule):
     name = "step-without-zero-grad"
     summary = "Optimizer step in a loop that never clears gradients (they accumulate)"
     fix_availability = "sometimes"
-    triggers = ("step",)
-    node_types = (cst.Call,)
+    triggers = ("step", ".grad")
+    node_types = (cst.Call, cst.AugAssign)
     confirmation_module = "tl002"
     docs = """
 ## What it does
@@ -72,24 +72,63 @@ in a way the analysis cannot see would lose that accumulation. No fix is offered
 - https://pytorch.org/tutorials/recipes/recipes/zeroing_out_gradients.html
 """
 
-    def check(self, node: cst.Call, ctx: RuleContext) -> None:
+    def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic
-        if sem.is_zero_grad_call(node):
+        if isinstance(node, cst.Call) and sem.is_zero_grad_call(node):
             self._check_misplaced_zero_grad(node, ctx)
             return
-        optimizer = training.step_optimizer(sem, node)
-        if optimizer is None:
+        optimizer = training.step_optimizer(sem, node) if isinstance(node, cst.Call) else None
+        updated = None if optimizer is not None else training.manual_update(sem, node)
+        if optimizer is None and updated is None:
             return
+        for loop, via in self._training_loops(node, sem):
+            clearings = training.gradient_clearings(sem, loop.body)
+            if not clearings:
+                reason = "in a loop that never clears gradients"
+            elif optimizer is not None and self._clears_only_others(sem, optimizer, clearings):
+                reason = "in a loop that clears only other modules' gradients"
+            else:
+                continue
+            if optimizer is not None:
+                opt = ctx.short(optimizer, 40)
+                advice = f"call `{opt}.zero_grad()` at the top of the loop"
+                fix = self._fix(loop, optimizer, ctx) if via is None and reason.endswith("never clears gradients") \
+                    else None
+            else:
+                advice = f"clear `{ctx.short(updated, 20)}.grad` after the update (`.grad.zero_()` or `= None`)"
+                fix = None
+            where = "" if via is None else f" (through `{ctx.short(via, 40)}`)"
+            ctx.report(
+                node,
+                f"`{ctx.short(node, 40)}` runs {reason}{where}, so each step uses the sum of all previous "
+                f"gradients; {advice}",
+                fix,
+            )
+            return
+
+    def _training_loops(self, node: cst.CSTNode, sem):
+        """The loops that run backward and then `node`: the one around it, or, for a step inside
+        a helper, the one around each call of the helper (`sgd(params, lr)` in the batch loop)."""
         loop = training.training_loop_of(sem, node)
-        if loop is None or training.clears_gradients(sem, loop.body) is not None:
-            return
-        opt = ctx.short(optimizer, 40)
-        ctx.report(
-            node,
-            f"`{ctx.short(node, 40)}` runs in a loop that never clears gradients, so each step uses "
-            f"the sum of all previous gradients; call `{opt}.zero_grad()` at the top of the loop",
-            self._fix(loop, optimizer, ctx),
-        )
+        if loop is not None:
+            return [(loop, None)]
+        function = sem.function_of(node)
+        if function is None or sem.enclosing_loops(node) and training.backward_calls_under(sem, function.body):
+            return []
+        found = []
+        for call, _ in sem.values.call_sites(function):
+            outer = training.training_loop_of(sem, call)
+            if outer is not None and not sem.index.contains(function, call):
+                found.append((outer, call))
+        return found
+
+    def _clears_only_others(self, sem, optimizer, clearings) -> bool:
+        """Every clearing in the loop is of modules whose parameters `optimizer` does not update:
+        `D.zero_grad()` in a GAN loop that steps `opt_G` clears nothing of G's."""
+        owners = training.optimizer_owners(sem, optimizer)
+        if not owners:
+            return False
+        return all(cleared is not None and not (cleared & owners) for _, cleared in clearings)
 
     def _fix(self, loop: cst.CSTNode, optimizer: cst.BaseExpression, ctx: RuleContext) -> Optional[FixSpec]:
         body = loop.body
@@ -102,7 +141,7 @@ in a way the analysis cannot see would lose that accumulation. No fix is offered
         root = optimizer
         while isinstance(root, (cst.Attribute, cst.Subscript)):
             root = root.value
-        if not isinstance(root, cst.Name) or _mentions_binding(body, root.value, ctx.semantic.index):
+        if not isinstance(root, cst.Name) or ctx.semantic.binds_in(body, root.value):
             return None
         text = f"{ctx.code(optimizer)}.zero_grad()"
         return FixSpec(f"Insert `{text}` at the top of the loop", (InsertBefore(first, text),),
@@ -168,7 +207,7 @@ in a way the analysis cannot see would lose that accumulation. No fix is offered
         optimizer = training.step_optimizer(sem, step)
         if optimizer is None:
             return
-        if receiver != ctx.code(optimizer) and receiver not in training.optimized_modules(sem, optimizer, ctx.code):
+        if receiver != ctx.code(optimizer) and not self._updates(sem, optimizer, node.func.value):
             return  # another optimizer's or module's gradients (GAN, teacher/student): intended
         ctx.report(
             node.func,
@@ -176,3 +215,9 @@ in a way the analysis cannot see would lose that accumulation. No fix is offered
             f"`{ctx.short(step, 40)}`, so the step sees no gradients; "
             "clear gradients before the backward pass or after the step",
         )
+
+    def _updates(self, sem, optimizer, cleared) -> bool:
+        """`optimizer` updates the parameters whose gradients `cleared.zero_grad()` clears."""
+        owners = training.optimizer_owners(sem, optimizer)
+        found = identity(sem.values.of(cleared))
+        return bool(owners) and found is not None and id(found) in owners

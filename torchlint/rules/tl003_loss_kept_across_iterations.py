@@ -85,7 +85,7 @@ accumulator becomes a Python float instead of a tensor.
         kind, container, elements, statement = growth
         sem = ctx.semantic
         loops = sem.enclosing_loops(node)
-        if not loops or sem.in_no_grad(node):
+        if not loops:
             return
         losses = [e for e in elements if training.is_loss_tensor(sem, e)]
         if not losses:
@@ -93,7 +93,7 @@ accumulator becomes a Python float instead of a tensor.
         loop = loops[0]
         root = _root_name(container)
         if root is not None and root.value != "self":
-            if _rebound_in(sem, loop.body, root, statement):
+            if _reset_every_iteration(sem, loop, root, statement):
                 return  # a fresh container every iteration
             if not training.backward_calls_under(sem, loop.body):
                 use = _graph_use(sem, root, node)
@@ -165,16 +165,24 @@ def _root_name(expr: cst.BaseExpression) -> Optional[cst.Name]:
     return expr if isinstance(expr, cst.Name) else None
 
 
-def _rebound_in(sem, body: cst.CSTNode, name: cst.Name, growth: cst.CSTNode) -> bool:
-    """Whether `name` gets a fresh value somewhere in `body` other than the growth itself."""
-    for binding in sem.scopes.lookup(name.value, name) or ():
-        if binding.kind in ("augassign",) or binding.node is growth:
-            continue
-        if binding.value is not None and _mentions(sem, binding.value, name.value):
-            continue  # `acc = acc + t` grows, it does not reset
-        if sem.index.contains(body, binding.node):
-            return True
-    return False
+def _reset_every_iteration(sem, loop: cst.CSTNode, name: cst.Name, growth: cst.CSTNode) -> bool:
+    """Whether every definition of `name` that reaches `growth` is made in this iteration of
+    `loop` before it: then nothing grows from one iteration to the next. A reset on some
+    iterations only (`if i % k == 0: running = 0`) leaves the previous iteration's value
+    reaching, and the graph keeps growing between resets."""
+    definitions = sem.values.flow.reaching_at(growth, name.value)
+    if not definitions:
+        return False
+    for definition in definitions:
+        node = definition.target if definition.target is not None else definition.statement
+        if definition.statement is growth or not sem.index.contains(loop.body, node):
+            return False
+        if definition.kind == "augassign":
+            return False  # `acc += t` carried over from the previous iteration
+        value = definition.value
+        if value is not None and _mentions(sem, value, name.value):
+            return False  # `acc = acc + t` grows, it does not reset
+    return True
 
 
 def _is_data_loop(ctx: RuleContext, loop: cst.CSTNode) -> bool:
@@ -190,34 +198,12 @@ def _mentions(sem, node: cst.CSTNode, name: str) -> bool:
     return any(isinstance(n, cst.Name) and n.value == name for n in sem.index.descendants(node, cst.Name))
 
 
-def _derived_names(sem, scope: cst.CSTNode, name: str) -> set:
-    """`name` and the names built from it in `scope` (`loss = total / n`, `logs["loss"] = total`),
-    a few levels deep."""
-    found = {name}
-    assigns = [a for a in sem.index.descendants(scope, cst.Assign) if sem.scopes.scope_of(a) is scope] \
-        if not isinstance(scope, cst.Module) else \
-        [a for a in sem.index.nodes(cst.Assign) if sem.scopes.scope_of(a) is scope]
-    for _ in range(3):
-        grown = False
-        for assign in assigns:
-            if not any(_mentions(sem, assign.value, n) for n in found):
-                continue
-            for target in assign.targets:
-                root = _root_name(target.target) if not isinstance(target.target, cst.Name) else target.target
-                if root is not None and root.value != "self" and root.value not in found:
-                    found.add(root.value)
-                    grown = True
-        if not grown:
-            break
-    return found
-
-
 def _graph_use(sem, root: cst.Name, node: cst.CSTNode) -> Optional[str]:
     """"backward" when the container/accumulator is backpropagated (directly or through a name
     built from it) in the function holding `node`, "return" when it is returned (directly or
     through such a name), else None."""
     scope = sem.scopes.scope_of(node)
-    derived = _derived_names(sem, scope, root.value)
+    derived = training.derived_names(sem, scope, {root.value})
     calls = sem.index.descendants(scope, cst.Call) if not isinstance(scope, cst.Module) \
         else sem.index.nodes(cst.Call)
     for call in calls:

@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from torchlint.analysis import shapes
+from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import method_call
+from torchlint.analysis.value import PERMUTED
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
-
-TRANSPOSING_METHODS = {"permute", "transpose", "t", "swapaxes", "swapdims", "movedim", "moveaxis"}
-TRANSPOSING_ATTRIBUTES = {"T", "mT", "mH"}
-TRANSPOSING_FUNCTIONS = {
-    "torch.transpose", "torch.permute", "torch.t", "torch.swapaxes", "torch.swapdims",
-    "torch.movedim", "torch.moveaxis",
-}
-# Keep strides as they are, so a transposed input stays non-contiguous through them.
-STRIDE_PRESERVING = {"detach"}
-DTYPE_NAMES = {
-    "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int8", "uint8",
-    "int16", "int32", "int64", "long", "int", "short", "bool", "complex64", "complex128", "cfloat",
-    "cdouble", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64",
-}
-
 
 class ViewAfterTranspose(Rule):
     code = "TL004"
@@ -86,58 +71,29 @@ not flagged.
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         if not method_call(node, "view") or not node.args or _is_dtype_view(node, ctx):
             return
+        sem = ctx.semantic
         receiver = node.func.value
-        source = self._transposing_source(receiver, ctx)
-        if source is None:
-            return
-        if not shapes.view_must_merge_reordered(ctx.semantic, source, node):
-            return  # `x.transpose(1, 2).view(B, C, H, W)` may only split a dimension
-        if shapes.may_carry_permuted_layout(ctx.semantic, source, lambda e: _is_transposing(e, ctx)):
-            return  # `F.interpolate(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)` is contiguous
-        dims = shapes.permuted_shape(ctx.semantic, source)
-        if dims is not None and shapes.view_only_splits(ctx.semantic, dims, node):
+        tensor = sem.values.of(receiver)
+        layout = tensor.layout
+        if layout.state != PERMUTED:
+            return  # laid out in order, or may be: `F.interpolate(x.permute(...)).permute(...)`
+        dims = tensor.shape
+        if dims is not None and shapes.view_only_splits(sem, dims, node):
             return  # `B, N, C = x.shape; x.transpose(1, 2).view(B, C, N)` is a no-op
+        if not shapes.view_must_merge_reordered(layout, node):
+            order = shapes.layout_order(layout)
+            if dims is None or order is None or not shapes.view_merges_across_break(sem, dims, order, node):
+                return  # `x.transpose(1, 2).view(B, C, H, W)` may only split a dimension
+        source = layout.source
         via = ""
-        if isinstance(receiver, cst.Name):
-            via = f" (`{receiver.value}` is assigned from `{ctx.short(source, 40)}`)"
+        if source is not receiver and source is not None:
+            via = f" (`{ctx.short(receiver, 30)}` comes from `{ctx.short(source, 40)}`)"
         ctx.report(
             node.func.attr,
             f"`.view()` on a non-contiguous tensor from `{_operation(source)}` may fail{via}; "
             "use `.reshape(...)` or `.contiguous().view(...)`",
             FixSpec("Insert `.contiguous()` before `.view()`", (Replace(node.func.attr, "contiguous().view"),)),
         )
-
-    def _transposing_source(self, receiver: cst.BaseExpression, ctx: RuleContext) -> Optional[cst.CSTNode]:
-        for _ in range(4):  # follow `y = x.t()`, `z = y.detach()` chains a few steps
-            while method_call(receiver, *STRIDE_PRESERVING) and not receiver.args:
-                receiver = receiver.func.value
-            if not isinstance(receiver, cst.Name):
-                break
-            value = ctx.semantic.reaching_value(receiver, depth=1)
-            if value is None:
-                return None
-            receiver = value
-        return receiver if _is_transposing(receiver, ctx) else None
-
-
-def _is_transposing(expr: cst.BaseExpression, ctx: RuleContext) -> bool:
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value in TRANSPOSING_ATTRIBUTES
-    if not isinstance(expr, cst.Call):
-        return False
-    if ctx.semantic.is_torch(expr, *TRANSPOSING_FUNCTIONS):
-        return True
-    if method_call(expr, *TRANSPOSING_METHODS):
-        owner = expr.func.value
-        if isinstance(owner, cst.Name) and owner.value == "self":
-            return False  # `self.t(x)` calls a submodule or method named like a transpose
-        if expr.func.attr.value == "t" and expr.args:
-            return False  # `Tensor.t()` takes no arguments: this is something else
-        # `torch.t(x)` is handled above; `np.transpose` / `torch.Tensor.t` style calls are not ours.
-        return ctx.semantic.qualified_name(owner) is None and not (
-            isinstance(owner, cst.Name) and owner.value in ("np", "numpy")
-        )
-    return False
 
 
 def _operation(expr: cst.CSTNode) -> str:
@@ -156,7 +112,7 @@ def _is_dtype_view(call: cst.Call, ctx: RuleContext) -> bool:
         return arg.keyword.value == "dtype"
     value = arg.value
     name = ctx.semantic.qualified_name(value)
-    if name is not None and name.startswith("torch.") and name.split(".")[-1] in DTYPE_NAMES:
+    if name is not None and name.startswith("torch.") and name.split(".")[-1] in api.DTYPE_NAMES:
         return True
     if isinstance(value, cst.Name) and "dtype" in value.value.lower():
         return True

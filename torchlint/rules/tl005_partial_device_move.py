@@ -7,6 +7,7 @@ from typing import List, Optional, Set
 import libcst as cst
 
 from torchlint.analysis import devices
+from torchlint.analysis.value import MODULE, PARAMETER
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, keyword, method_call
 from torchlint.rules.base import Rule, RuleContext
@@ -101,7 +102,7 @@ model parallelism (submodules moved to two or more different devices).
             if owner != "self" and _is_same_receiver(value.func.value, target):
                 self._check_outside_init(value, target, node, ctx, sem)
                 return
-            if not sem.is_module_expr(base):
+            if not _is_module(sem, base):
                 return
             if owner == "self" and sem.is_module_method(node, "__init__"):
                 if self._init_moves_consistently(node, sem):
@@ -114,8 +115,8 @@ model parallelism (submodules moved to two or more different devices).
                 )
             return
         # a new submodule after the whole owner was moved
-        if not sem.is_module_construction(value) or _has_device_keyword(value) \
-                or devices.is_stateless_module_construction(sem, value):
+        built = sem.values.of(value)
+        if built.kind != MODULE or built.site is not value or not sem.values.stays_behind(built):
             return  # `model.fc = nn.Identity()` has nothing to move
         earlier = _whole_moves(owner, node, sem, before=True)
         if earlier and _device_text(earlier[-1], sem) in _CPU_TEXTS:
@@ -141,7 +142,7 @@ model parallelism (submodules moved to two or more different devices).
         if owner is None:
             return
         if owner == "self" and sem.is_module_method(call, "__init__"):
-            if not sem.is_module_expr(receiver):
+            if not _is_module(sem, receiver):
                 return
             if self._init_moves_consistently(call, sem):
                 return
@@ -158,7 +159,7 @@ model parallelism (submodules moved to two or more different devices).
     def _check_outside_init(self, call: cst.Call, submodule: cst.Attribute, anchor: cst.CSTNode,
                             ctx: RuleContext, sem: Semantic) -> None:
         owner_node = submodule.value
-        if not isinstance(owner_node, cst.Name) or not sem.is_module_expr(owner_node):
+        if not isinstance(owner_node, cst.Name) or not _is_module(sem, owner_node):
             return
         owner = owner_node.value
         if _whole_moves(owner, anchor, sem, before=False):
@@ -204,12 +205,12 @@ model parallelism (submodules moved to two or more different devices).
             value = assign.value
             if devices.is_device_move(sem, value) or dotted_name(target) in moved:
                 continue
-            if devices.is_stateless_module_construction(sem, value):
+            built = sem.values.of(value)
+            if built.site is not value:
                 continue
-            if sem.is_module_construction(value) or sem.is_torch(
-                    value, "torch.nn.Parameter", "torch.nn.parameter.Parameter"):
-                if not (isinstance(value, cst.Call) and _has_device_keyword(value)):
-                    unmoved += 1
+            if (built.kind == MODULE and sem.values.stays_behind(built)) or \
+                    (built.kind == PARAMETER and not _has_device_keyword(value)):
+                unmoved += 1  # a module with parameters or buffers, or a parameter, left where it was built
         return unmoved == 0
 
 
@@ -255,9 +256,14 @@ def _whole_moves(owner: str, node: cst.CSTNode, sem: Semantic, before: bool) -> 
         statement = sem.statement_of(call)
         if isinstance(statement, cst.Assign) and statement.value is call and any(
             dotted_name(t.target) == owner for t in statement.targets
-        ) and sem.is_module_expr(receiver):
+        ) and _is_module(sem, receiver):
             found.append(call)
     return sorted(found, key=sem.index.order.__getitem__)
+
+
+
+def _is_module(sem: Semantic, expr: cst.BaseExpression) -> bool:
+    return sem.values.of(expr).kind == MODULE
 
 
 __all__ = ["PartialDeviceMove"]

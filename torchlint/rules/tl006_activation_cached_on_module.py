@@ -6,7 +6,8 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import autograd
+from torchlint.analysis import autograd, training
+from torchlint.analysis.value import LOSS
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -84,16 +85,18 @@ unknown).
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
         if node.value is None:
             return
+        assigned = None
         for target in targets:
-            for element, value in autograd.assigned_pairs(target, node.value):
+            for element, value, path in autograd.assigned_pairs(target, node.value):
                 attribute = _cached_attribute(element)
-                if attribute is None:
+                if attribute is None or path is None:
+                    continue
+                if assigned is None:
+                    assigned = sem.values.of(node.value)
+                stored = sem.values.element_of(assigned, path)
+                if not autograd.caches_graph(stored) or _loss_for_backward(sem, stored, attribute):
                     continue
                 whole = value if value is not None else node.value
-                if autograd.forward_value(sem, whole) != autograd.COMPUTED:
-                    continue
-                if sem.in_no_grad(node):
-                    return
                 self._report(element, attribute, whole, value is not None and len(targets) == 1, ctx)
 
     def _check_append(self, call: cst.Call, ctx: RuleContext) -> None:
@@ -105,7 +108,8 @@ unknown).
             return
         value = call.args[0].value
         sem = ctx.semantic
-        if autograd.forward_value(sem, value) != autograd.COMPUTED or sem.in_no_grad(call):
+        stored = sem.values.of(value)
+        if not autograd.caches_graph(stored) or _loss_for_backward(sem, stored, attribute):
             return
         self._report(call, attribute, value, True, ctx, appended=True)
 
@@ -132,6 +136,22 @@ unknown).
             fix = FixSpec("Store `.detach()` of the value", (Replace(value, text),),
                           applicability=Applicability.UNSAFE)
         ctx.report(node, message, fix)
+
+
+def _loss_for_backward(sem, stored, attribute: cst.Attribute) -> bool:
+    """A loss stored for the training loop to read back and backpropagate: a loss module whose
+    forward sets `self.loss = F.mse_loss(...)`, summed into the total loss (the PyTorch neural
+    style transfer tutorial). Detaching it would stop training. (An activation read back into a
+    later step's loss is the bug itself: its graph was freed by the previous backward.)"""
+    if stored.kind != LOSS:
+        return False
+    name = attribute.attr.value
+    for read in sem.index.nodes(cst.Attribute):
+        if read.attr.value != name or read is attribute or autograd.is_store(sem, read):
+            continue
+        if training.flows_into_backward(sem, read):
+            return True
+    return False
 
 
 def _cached_attribute(target: cst.BaseExpression) -> Optional[cst.Attribute]:

@@ -10,10 +10,10 @@ from torchlint.analysis import devices
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, method_call
 from torchlint.finding import Applicability
+from torchlint.analysis.value import MODULE, PARAMETER
 from torchlint.rules.base import FixSpec, Rebracket, Replace, Rule, RuleContext
 
-STATELESS = devices.STATELESS_MODULES
-PARAMETER = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
+PARAMETER_CLASSES = ("torch.nn.Parameter", "torch.nn.parameter.Parameter")
 REGISTERING = {"ModuleList", "ModuleDict", "Sequential", "ParameterList", "ParameterDict"}
 REGISTERING_METHODS = {"add_module", "register_module", "register_parameter"}
 
@@ -130,22 +130,29 @@ def _wrap(value: cst.BaseExpression, spelled: str, ctx: RuleContext) -> Union[Re
 
 
 def _kind(expr: cst.BaseExpression, sem: Semantic) -> Optional[str]:
-    """"module" for a stateful module, "parameter" for `nn.Parameter(...)`, else None."""
-    if isinstance(expr, cst.Call) and sem.is_torch(expr, *PARAMETER):
+    """"module" for a stateful module built for this container, "parameter" for an
+    `nn.Parameter(...)` built for it, else None (modules registered elsewhere, such as
+    `self.fc`, are fine in a plain list)."""
+    value = sem.values.of(expr)
+    site = value.site
+    if type(site) is not cst.Call or _registered_as_attribute(site, sem):
+        return None
+    if value.kind == PARAMETER and sem.is_torch(site, *PARAMETER_CLASSES):
         return "parameter"
-    if isinstance(expr, cst.Name):
-        value = sem.reaching_value(expr)
-        if value is None or value is expr:
-            return None
-        return _kind(value, sem)
-    if method_call(expr, *MODULE_SELF_METHODS):  # `Layer(...).to(device)` is the module itself
-        return _kind(expr.func.value, sem)
-    if not sem.is_module_construction(expr):
-        return None
-    name = sem.qualified_name(expr.func) or ""
-    if name.startswith("torch.nn.") and name.split(".")[-1] in STATELESS:
-        return None
-    return "module"
+    if value.kind == MODULE and value.module is not None and not value.module.stateless:
+        return "module"
+    return None
+
+
+def _registered_as_attribute(site: cst.Call, sem: Semantic) -> bool:
+    """`site` is assigned to a module attribute as it is built (`self.fc = nn.Linear(...)`)."""
+    node = site
+    parent = sem.parent(node)
+    while method_call(parent, *MODULE_SELF_METHODS) or (isinstance(parent, cst.Attribute) and parent.value is node):
+        node, parent = parent, sem.parent(parent)
+    if isinstance(parent, cst.Assign):
+        return any(isinstance(t.target, cst.Attribute) for t in parent.targets)
+    return False
 
 
 def _elements(value: cst.BaseExpression) -> Iterable[cst.BaseExpression]:

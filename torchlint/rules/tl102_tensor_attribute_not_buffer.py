@@ -88,7 +88,7 @@ classes that override `_apply` or `to`.
             return
         sem = ctx.semantic
         value = node.value
-        tensor = sem.reaching_value(value) if isinstance(value, cst.Name) else value
+        tensor = sem.assigned_value(value)
         if tensor is None:
             return
         factories = devices.tensor_factories(sem, tensor)

@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.analysis import devices
 from torchlint.analysis.semantic import Semantic, method_call
 from torchlint.finding import Applicability
+from torchlint.analysis.value import MODULE
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 MODULE_ANNOTATIONS = (
@@ -82,37 +83,11 @@ inside an override (calling the parent implementation is how overriding works),
 
 
 def _is_module_instance(expr: cst.BaseExpression, sem: Semantic) -> bool:
+    """A module, as the value model knows it: built in this file, a submodule attribute, an item
+    of a module container, a parameter annotated `nn.Module` (or passed one by every caller)."""
     if isinstance(expr, cst.Call):
         return False  # `super().forward(...)`, `Net().forward(...)` is rare and fine to skip
-    if sem.is_module_expr(expr) or devices.is_module_container_item(sem, expr):
-        return True
-    if isinstance(expr, cst.Name):
-        return _annotated_module_param(expr, sem)
-    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
-        values = sem.self_attribute_assignments(expr)
-        return bool(values) and all(
-            isinstance(v, cst.Name) and _annotated_module_param(v, sem) for v in values
-        )
-    return False
-
-
-def _annotated_module_param(name: cst.Name, sem: Semantic) -> bool:
-    definition = sem.reaching_definition(name)
-    if definition is None or definition.kind != "param":
-        return False
-    param = definition.target if isinstance(definition.target, cst.Param) else definition.statement
-    if not isinstance(param, cst.Param) or param.annotation is None:
-        return False
-    annotation = param.annotation.annotation
-    if isinstance(annotation, cst.SimpleString):
-        return False
-    if sem.is_torch(annotation, *MODULE_ANNOTATIONS):
-        return True
-    if isinstance(annotation, cst.Name):
-        for binding in sem.scopes.lookup(annotation.value, annotation) or ():
-            if binding.kind == "class" and binding.node in sem.module_classes():
-                return True
-    return False
+    return sem.values.of(expr).kind == MODULE
 
 
 __all__ = ["DirectForwardCall"]

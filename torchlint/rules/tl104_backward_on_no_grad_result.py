@@ -67,7 +67,7 @@ call is the mistake, is a decision only the author can make.
         if not isinstance(target, cst.Name):
             return
         definition = sem.reaching_definition(target)
-        if definition is None or definition.kind != "assign" or definition.value is None:
+        if definition is None or definition.kind != "assign" or definition.path != () or definition.value is None:
             return
         if not evaluation.certainly_no_grad(sem, definition.statement):
             return
@@ -75,7 +75,7 @@ call is the mistake, is a decision only the author can make.
             return
         value = definition.value
         # A fresh leaf that requires grad is fine even when created under no_grad.
-        if sem.is_leaf_requiring_grad_construction(value) or _enables_grad(sem, value):
+        if sem.values.of(value).is_leaf_requiring_grad or _enables_grad(sem, value):
             return
         if not isinstance(value, (cst.Call, cst.BinaryOperation, cst.UnaryOperation, cst.Subscript)):
             return

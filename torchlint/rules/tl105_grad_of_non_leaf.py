@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis import evaluation
+from torchlint.analysis.value import AG_GRAPH
 from torchlint.analysis.semantic import method_call
 from torchlint.rules.base import Rule, RuleContext
 
@@ -65,8 +66,11 @@ the intermediate's (`retain_grad()`); the tool cannot tell which.
         if _is_store(sem, node):
             return
         name = node.value
-        source = evaluation.non_leaf_source(sem, name)
-        if source is None:
+        value = sem.values.of(name)
+        if not value.is_tensor or value.autograd != AG_GRAPH:
+            return  # a leaf, a tensor without a graph, or not known to be either
+        source = sem.assigned_value(name)
+        if source is None or source is name:
             return
         scope = evaluation.scope_body(sem, node)
         for call in sem.calls_under(scope, follow_functions=False):

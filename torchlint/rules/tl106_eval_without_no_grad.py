@@ -6,11 +6,11 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import evaluation, training
-from torchlint.analysis.semantic import Semantic
+from torchlint.analysis import evaluation
+from torchlint.analysis.value import MODULE, identity
+from torchlint.analysis.semantic import Semantic, is_true, method_call
 from torchlint.rules.base import Rule, RuleContext
 
-MODEL_PARAM_NAMES = {"model", "net", "network", "classifier"}
 
 
 DETACHING = {"detach", "item", "tolist"}
@@ -75,29 +75,31 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
         func = node.func
         if not isinstance(func, (cst.Name, cst.Attribute)):
             return
-        if isinstance(func, cst.Attribute) and not (isinstance(func.value, cst.Name) and func.value.value == "self"):
-            return
         sem = ctx.semantic
         loops = sem.enclosing_loops(node, comprehensions=True)
-        if not loops or sem.grad_mode(node) is not None:
+        if not loops or sem.values.lexical_grad_mode(node) is not None:
             return
         if sem.is_expression_statement(node) or _detached_at_once(sem, node):
             return  # run for its side effects, or `model(x).detach()`: the graph dies at once
-        if training.is_loss_call(sem, node) and node.args and _grad_free(sem, node.args[0].value):
-            return  # `criterion(out, y)` on an `out` computed under no_grad records no graph
+        model = sem.values.of(func)
+        if model.kind != MODULE and model.role != "model":
+            return  # a loss criterion on the model's output is not the model call (or unknown)
+        loop = _evaluation_loop(sem, loops)
+        if loop is None:
+            return  # the innermost loop trains
         scope = evaluation.scope_body(sem, node)
-        reason = _evaluation_reason(sem, node, func, loops[-1], scope)
+        reason = _evaluation_reason(sem, node, func, loop, scope)
         if reason is None:
             return
-        if _first_in_loop(sem, node, loops[-1]) is not node:
+        if _first_in_loop(sem, node, loop) is not node:
             return
-        if evaluation.has_backward(sem, scope) or evaluation.mentions_grad_switch(sem, scope):
+        if evaluation.mentions_grad_switch(sem, scope):
             return
         if isinstance(scope, cst.FunctionDef) and (
             _grad_decorated(sem, scope) or _called_without_grad(sem, scope)
         ):
             return
-        if _freezes_parameters(sem):
+        if _entirely_frozen(sem, func, model):
             return
         ctx.report(
             node,
@@ -107,43 +109,46 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
         )
 
 
+def _evaluation_loop(sem: Semantic, loops) -> Optional[cst.CSTNode]:
+    """The outermost of the loops around the call that runs no backward pass (the validation
+    loop inside an epoch loop that also trains), or None when the innermost one trains."""
+    found = None
+    for loop in loops:  # innermost first
+        if evaluation.has_backward(sem, loop):
+            break
+        found = loop
+    return found
+
+
 def _evaluation_reason(sem: Semantic, call: cst.Call, func, loop, scope) -> Optional[str]:
     for receiver in evaluation.eval_mode_receivers(sem, scope):
-        if evaluation.same_spelling(receiver, func) and evaluation.before(sem, receiver, loop) \
+        if _same_or_part_of(receiver, func) and evaluation.before(sem, receiver, loop) \
                 and evaluation.scope_body(sem, receiver) is scope:
             return f"after `{sem.module.code_for_node(receiver)}.eval()`"
-    if isinstance(scope, cst.FunctionDef) and evaluation.is_eval_function_name(scope.name.value):
-        certain = sem.is_module_expr(func)
-        if not certain and isinstance(func, cst.Name):
-            definition = sem.reaching_definition(func)
-            certain = definition is not None and definition.kind == "param" and (
-                func.value in MODEL_PARAM_NAMES or func.value.endswith("_model")
-            )
+    if isinstance(scope, cst.FunctionDef) and evaluation.is_eval_function_name(scope.name.value) \
+            and not evaluation.has_backward(sem, scope):
+        certain = isinstance(func, cst.Name)
+        if not certain and isinstance(func, cst.Attribute):
+            certain = isinstance(func.value, cst.Name) and func.value.value == "self"
         if certain:
             return f"in `{scope.name.value}()`"
     return None
+
+
+def _same_or_part_of(receiver: cst.CSTNode, func: cst.CSTNode) -> bool:
+    """`model.eval()` covers `model(x)` and `model.decoder(x)`."""
+    while True:
+        if evaluation.same_spelling(receiver, func):
+            return True
+        if not isinstance(func, cst.Attribute):
+            return False
+        func = func.value
 
 
 def _detached_at_once(sem: Semantic, node: cst.Call) -> bool:
     attribute = sem.parent(node)
     call = sem.parent(attribute) if isinstance(attribute, cst.Attribute) else None
     return isinstance(call, cst.Call) and call.func is attribute and attribute.attr.value in DETACHING
-
-
-def _grad_free(sem: Semantic, expr: cst.BaseExpression) -> bool:
-    """`expr` certainly records no graph: a `.detach()`ed value, or a name assigned under
-    `no_grad`/`inference_mode` (or from such a value)."""
-    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in DETACHING:
-        return True
-    if not isinstance(expr, cst.Name):
-        return False
-    definition = sem.reaching_definition(expr)
-    if definition is None or definition.statement is None:
-        return False
-    if sem.grad_mode(definition.statement) == "no_grad":
-        return True
-    return definition.kind == "assign" and definition.value is not None and not isinstance(
-        definition.value, cst.Name) and _grad_free(sem, definition.value)
 
 
 def _first_in_loop(sem: Semantic, node: cst.Call, loop) -> cst.Call:
@@ -168,11 +173,36 @@ def _called_without_grad(sem: Semantic, function: cst.FunctionDef) -> bool:
         func = call.func
         spelled = func.value if isinstance(func, cst.Name) else (
             func.attr.value if isinstance(func, cst.Attribute) else None)
-        if spelled == name and sem.grad_mode(call) is not None:
+        if spelled == name and sem.values.lexical_grad_mode(call) is not None:
             return True
     return False
 
 
-def _freezes_parameters(sem: Semantic) -> bool:
-    code = sem.module.code
-    return "requires_grad_(False)" in code or ".requires_grad = False" in code
+def _entirely_frozen(sem: Semantic, func: cst.BaseExpression, model) -> bool:
+    """The evaluated model has all its parameters frozen (`model.requires_grad_(False)`, or
+    `p.requires_grad = False` for every `p` of `model.parameters()`): its forward records no
+    graph. One frozen parameter elsewhere in the file does not count."""
+    wanted = identity(model)
+    for call in sem.index.nodes(cst.Call):
+        if method_call(call, "requires_grad_") and call.args and not is_true(call.args[0].value):
+            receiver = call.func.value
+            if evaluation.same_spelling(receiver, func) or (
+                    wanted is not None and identity(sem.values.of(receiver)) is wanted):
+                return True
+    for loop in sem.index.nodes(cst.For):
+        iterable = loop.iter
+        if not (method_call(iterable, "parameters") and isinstance(loop.target, cst.Name)):
+            continue
+        owner = iterable.func.value
+        if not (evaluation.same_spelling(owner, func) or (
+                wanted is not None and identity(sem.values.of(owner)) is wanted)):
+            continue
+        for statement in loop.body.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Assign) and any(
+                            isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                            and isinstance(t.target.value, cst.Name) and t.target.value.value == loop.target.value
+                            for t in small.targets) and not is_true(small.value):
+                        return True
+    return False

@@ -7,6 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import evaluation
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.value import OPTIMIZER
 from torchlint.analysis.semantic import Semantic, method_call
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, InsertBefore, Rule, RuleContext
@@ -163,7 +165,8 @@ in eval mode afterwards, so later code that expected training mode must call `mo
 def _optimized(sem: Semantic, model: cst.Name) -> bool:
     """An optimizer of this file is built over `model.parameters()`."""
     for call in sem.index.nodes(cst.Call):
-        if not sem.is_optimizer_construction(call):
+        name = sem.qualified_name(call.func)
+        if name is None or not api.is_optimizer_class(name) or sem.values.of(call).kind != OPTIMIZER:
             continue
         for inner in sem.index.descendants(call, cst.Call):
             if method_call(inner, "parameters", "named_parameters") and \
@@ -188,10 +191,10 @@ def _grad_block(sem: Semantic, node: cst.CSTNode) -> Optional[cst.CSTNode]:
     child = node
     for ancestor in sem.ancestors(node):
         if isinstance(ancestor, cst.With) and child is ancestor.body:
-            if any(sem._grad_context(i.item) is not None for i in ancestor.items):
+            if any(sem.values.grad_context(i.item) is not None for i in ancestor.items):
                 return ancestor
         elif isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
-            if any(sem._grad_context(d.decorator) is not None for d in ancestor.decorators):
+            if any(sem.values.grad_context(d.decorator) is not None for d in ancestor.decorators):
                 return ancestor
         child = ancestor
     return None

@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import evaluation
+from torchlint.analysis import evaluation, training
 from torchlint.analysis.semantic import Semantic, method_call
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
@@ -96,9 +96,9 @@ def _loss_kind(sem: Semantic, call: cst.Call) -> Optional[str]:
         return "ce"
     if sem.is_torch(call, *evaluation.NLL_FUNCTIONS):
         return "nll"
-    if evaluation.is_criterion(sem, call.func, evaluation.CROSS_ENTROPY_CLASSES):
+    if training.is_criterion(sem, call.func, evaluation.CROSS_ENTROPY_CLASSES):
         return "ce"
-    if evaluation.is_criterion(sem, call.func, evaluation.NLL_CLASSES):
+    if training.is_criterion(sem, call.func, evaluation.NLL_CLASSES):
         return "nll"
     return None
 

@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import evaluation
+from torchlint.analysis import evaluation, training
 from torchlint.analysis.semantic import Semantic, method_call
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
@@ -62,7 +62,7 @@ variables and sigmoids applied by the model are left alone.
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         sem = ctx.semantic
         functional = sem.is_torch(node, *evaluation.BCE_FUNCTIONS)
-        if not functional and not evaluation.is_criterion(sem, node.func, evaluation.BCE_CLASSES):
+        if not functional and not training.is_criterion(sem, node.func, evaluation.BCE_CLASSES):
             return
         argument = evaluation.loss_input(node)
         source = evaluation.activation_output(sem, argument, "sigmoid")

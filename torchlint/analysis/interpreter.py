@@ -1,0 +1,2284 @@
+"""The value model: one abstract interpretation of a file, computed on demand and cached.
+
+`Values.of(expr)` is the abstract value (`torchlint.analysis.value.Value`) of an expression at
+its place in the file. Every expression form is evaluated by one function here, once per place
+and calling context, so every rule sees the same facts:
+
+- names: the join of the definitions that may reach the use (`flow.Flow`), each evaluated where
+  it was made; names of enclosing scopes join all their bindings there;
+- `self.attr` and `obj.attr` of a same-file class: the join of every value the class's methods
+  (and its same-file bases) assign to that attribute;
+- calls: torch's API by its qualified name and tensor methods by the receiver's kind (tables in
+  `torch_api`); a same-file function or method is interpreted with its arguments' values (a
+  summary per distinct argument values, so a helper's result depends on what each call passes);
+  calling a module runs its class's `forward` the same way;
+- a parameter, outside a specific call, is the join of what every call of its function in this
+  file passes (`train(model, loader)` called from `main` with `Net()`), or what its annotation
+  and default say for entry points (`forward`, functions nothing here calls).
+
+Grad mode is part of the context: a value is made under the grad mode in force where it was
+made (`with torch.no_grad():`, a decorator, or — through the calling context — the grad mode at
+every call of its function).
+
+Cycles (a loop-carried `h = cell(x, h)`, recursive helpers) are solved by iteration: a value that
+depends on itself starts at bottom and is recomputed until it stops changing, then widened to
+unknown if it does not settle.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.flow import Def, Flow
+from torchlint.analysis.scopes import dotted_name
+from torchlint.analysis.shapes import Dim, permutation
+from torchlint.analysis.value import (
+    AG_GRAPH, AG_LEAF, AG_MAYBE, AG_NONE, AG_REQUIRES, AG_UNKNOWN, BATCH, BOTTOM, BOTTOM_VALUE, CHOSEN,
+    CLASS, CONTAINER, CONTIGUOUS, CRITERION, CUDA, DEVICE, DTYPE, FUNCTION, GRAD_SCALER, HOST, INPUT,
+    INSTANCE, LAYOUT_CONTIGUOUS, LAYOUT_MAYBE, LAYOUT_NOT_KNOWN, LOADER, LOSS, MAYBE_PERMUTED, META,
+    MODULE, NONE, NONE_VALUE, NUMBER, NUMBER_VALUE, OPTIMIZER, PARAMETER, PERMUTED, SCHEDULER, STRING,
+    STRING_VALUE, TENSOR, TENSOR_KINDS, UNKNOWN, UNKNOWN_VALUE, Device, Layout, ModuleInfo, Value, identity,
+    join, join_all,
+)
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp)
+_MAX_ITERATIONS = 4  # a cycle's value is recomputed this often before it is widened
+_MAX_CONTEXTS = 8  # distinct argument values per function before its calls share one summary
+_MAX_NESTED_CALLS = 6  # interpreted calls inside interpreted calls; deeper ones share one summary
+_OPTIMIZER_NAME = __import__("re").compile(r"^(?:\w+_)?(?:opt|optim|optimizer|optimiser)(?:_\w+|\d+)?$")
+_SCALER_NAME = __import__("re").compile(r"scaler", __import__("re").IGNORECASE)
+_MODEL_NAMES = frozenset({"model", "net", "network", "classifier"})
+_ENTRY_METHODS = frozenset({"forward", "training_step", "validation_step", "test_step", "predict_step",
+                            "__call__", "step"})
+# Decorators that do not change how a function is called.
+_TRANSPARENT_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "torch.no_grad",
+                                     "torch.inference_mode", "torch.enable_grad", "functools.wraps",
+                                     "torch.jit.script", "torch.jit.unused", "torch.jit.ignore",
+                                     "torch.compile", "abstractmethod", "abc.abstractmethod"})
+
+# Methods only tensors have (numpy's `transpose` and `view` mean other things, but numpy names
+# resolve to `numpy.*` before this is asked): an unknown receiver calling one is a tensor.
+_DUCK_TENSOR_METHODS = frozenset("permute transpose t contiguous view view_as movedim moveaxis swapaxes "
+                                 "swapdims detach unsqueeze masked_fill softmax log_softmax sigmoid".split())
+
+GRAD_OFF = "off"
+GRAD_ON = "on"
+GRAD_UNKNOWN = "unknown"  # `set_grad_enabled(flag)`, or callers that disagree
+GRAD_INHERITED = "inherited"  # whatever the caller runs under (taken as on)
+
+
+class Frame:
+    """A calling context: the function being interpreted, the values of its parameters (None
+    for the generic context, where each parameter is what every call passes), and the grad
+    mode its caller runs it under."""
+
+    __slots__ = ("function", "args", "grad", "nesting", "key")
+
+    def __init__(self, function: Optional[cst.CSTNode], args: Optional[Dict[int, Value]], grad: str,
+                 nesting: int = 0) -> None:
+        self.function = function
+        self.args = args
+        self.grad = grad
+        self.nesting = nesting  # how many interpreted calls enclose this one
+        self.key = (id(function), grad, None if args is None else tuple(sorted((k, v.key()) for k, v in args.items())))
+
+
+class Values:
+    """The value model of one module (see the module docstring). Built lazily by `Semantic`."""
+
+    def __init__(self, sem) -> None:
+        self.sem = sem
+        self.index = sem.index
+        self.scopes = sem.scopes
+        self.flow = Flow(sem.index, sem.scopes)
+        self._memo: Dict[tuple, Value] = {}
+        self._memo_log: List[tuple] = []
+        self._in_progress: Dict[tuple, int] = {}
+        self._provisional: Dict[tuple, Value] = {}
+        self._heads: set = set()
+        self._generic_frames: Dict[int, Frame] = {}
+        self._contexts: Dict[int, set] = {}
+        self._class_writes: Dict[int, Dict[str, list]] = {}
+        self._functions_by_name: Optional[Dict[str, List[cst.FunctionDef]]] = None
+        self._classes_by_name: Optional[Dict[str, List[cst.ClassDef]]] = None
+        self._call_sites: Dict[int, list] = {}
+        self._escapes: Dict[int, bool] = {}
+        self._grad_cache: Dict[tuple, str] = {}
+        self._frame_of_scope: Dict[int, Frame] = {}
+        self._module_frame = Frame(None, None, GRAD_ON)
+
+    # ==========================================================================================
+    # public questions
+    # ==========================================================================================
+    def of(self, expr: cst.CSTNode) -> Value:
+        """The value of `expr` where it stands, outside any specific call of its function."""
+        return self.value(expr, self.frame_of(expr))
+
+    def frame_of(self, node: cst.CSTNode) -> Frame:
+        """The generic frame of the function that evaluates `node`."""
+        function = self.sem.function_of(node)
+        return self.generic_frame(function)
+
+    def grad_mode(self, node: cst.CSTNode, frame: Optional[Frame] = None) -> str:
+        """The grad mode `node` runs under: GRAD_OFF, GRAD_ON, GRAD_UNKNOWN or GRAD_INHERITED."""
+        lexical = self.lexical_grad_mode(node)
+        if lexical is not None:
+            return lexical
+        if frame is None:
+            frame = self.frame_of(node)
+        return frame.grad
+
+    def grad_is_off(self, node: cst.CSTNode) -> bool:
+        return self.grad_mode(node) == GRAD_OFF
+
+    def call_sites(self, function: cst.FunctionDef) -> List[Tuple[cst.Call, Dict[int, cst.BaseExpression]]]:
+        """The calls of `function` in this file, each with the argument expression bound to each
+        parameter (by the parameter's id)."""
+        return [(call, binding) for call, binding, _ in self._sites(function)]
+
+    def element_of(self, value: Value, path: Tuple[int, ...]) -> Value:
+        """The element at `path` (tuple indexes) of `value`, as unpacking it would give."""
+        return self._element_at(value, path) if path else value
+
+    def module_info(self, value: Value) -> Optional[ModuleInfo]:
+        return value.module
+
+    def stochastic_layer(self, value: Value) -> Optional[str]:
+        """For a module, a description of the Dropout/BatchNorm layer it certainly holds."""
+        info = value.module
+        if info is None:
+            return None
+        if info.stochastic is not None:
+            return info.stochastic
+        if info.klass is not None:
+            return self._class_stochastic(info.klass)
+        if info.parts:
+            for part in info.parts:
+                found = self.stochastic_layer(part)
+                if found is not None:
+                    return found
+        return None
+
+    def stays_behind(self, value: Value) -> bool:
+        """A module not moved anywhere that has parameters or buffers to move: not a stateless
+        layer (`nn.ReLU`, `nn.Dropout`), nor a container whose parts are all moved or stateless."""
+        if value.kind != MODULE or value.device is not None:
+            return False
+        info = value.module
+        if info is None:
+            return True
+        if info.parts is not None and info.qualified in api.MODULE_CONTAINERS:
+            return any(self.stays_behind(part) for part in info.parts) if info.parts else False
+        member = info.class_name
+        if info.qualified is not None and (info.stateless or member in api.DROPOUT_MODULES):
+            return False
+        return True
+
+    def output_activation(self, value: Value) -> Optional[str]:
+        """For a module, the activation ("softmax", "sigmoid") its output always comes from."""
+        info = value.module
+        if info is None:
+            return None
+        if info.activation is not None:
+            return info.activation
+        if info.klass is not None:
+            forward = self.method(info.klass, "forward")
+            if forward is None:
+                return None
+            result = self._returns(forward, self.generic_frame(forward))
+            return None if result.activation is None else result.activation[0]
+        return None
+
+    def method(self, klass: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+        """`klass`'s method `name`, looked up through its same-file bases."""
+        for each in self._mro(klass):
+            for statement in each.body.body:
+                if type(statement) is cst.FunctionDef and statement.name.value == name:
+                    return statement
+        return None
+
+    def class_attribute(self, klass: cst.ClassDef, name: str) -> Value:
+        """The join of every value `klass` (and its same-file bases) assigns to `self.<name>`."""
+        key = ("attr", id(klass), name)
+        return self._memoized(key, lambda: self._compute_class_attribute(klass, name))
+
+    def attribute_writes(self, klass: cst.ClassDef, name: str) -> list:
+        """(value expression or None, target node, path, method) for every write of `self.<name>`
+        in `klass` and its same-file bases."""
+        found = []
+        for each in self._mro(klass):
+            found.extend(self._writes_of(each).get(name, ()))
+        return found
+
+    # ==========================================================================================
+    # the evaluator
+    # ==========================================================================================
+    def value(self, node: cst.CSTNode, frame: Frame) -> Value:
+        key = (id(node), frame.key)
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        return self._solve(key, lambda: self._evaluate(node, frame))
+
+    def _memoized(self, key: tuple, compute) -> Value:
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        return self._solve(key, compute)
+
+    def _solve(self, key: tuple, compute) -> Value:
+        if key in self._in_progress:
+            self._heads.add(key)
+            return self._provisional.get(key, BOTTOM_VALUE)
+        mark = len(self._memo_log)
+        self._in_progress[key] = mark
+        try:
+            result = compute()
+            iterations = 1
+            while key in self._heads:
+                self._heads.discard(key)
+                previous = self._provisional.get(key, BOTTOM_VALUE)
+                if result == previous:
+                    break
+                if iterations >= _MAX_ITERATIONS:
+                    result = UNKNOWN_VALUE
+                    break
+                self._provisional[key] = result
+                self._rollback(mark)
+                result = compute()
+                iterations += 1
+        finally:
+            del self._in_progress[key]
+            self._provisional.pop(key, None)
+            self._heads.discard(key)
+        self._memo[key] = result
+        self._memo_log.append(key)
+        return result
+
+    def _rollback(self, mark: int) -> None:
+        log = self._memo_log
+        memo = self._memo
+        for key in log[mark:]:
+            memo.pop(key, None)
+        del log[mark:]
+
+    def _evaluate(self, node: cst.CSTNode, frame: Frame) -> Value:
+        kind = type(node)
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            return UNKNOWN_VALUE
+        return handler(self, node, frame)
+
+    # -- literals and containers ---------------------------------------------------------------
+    def _number(self, node, frame) -> Value:
+        return NUMBER_VALUE
+
+    def _string(self, node, frame) -> Value:
+        if type(node) is cst.SimpleString:
+            try:
+                text = node.evaluated_value
+            except Exception:  # noqa: BLE001 - odd literal
+                return STRING_VALUE
+            if isinstance(text, str):
+                return Value(STRING, AG_NONE, detail=text)
+        return STRING_VALUE
+
+    def _sequence(self, node, frame) -> Value:
+        items = []
+        starred = False
+        for element in node.elements:
+            if type(element) is cst.StarredElement:
+                starred = True
+                items.append(self._iterate(self.value(element.value, frame)))
+            else:
+                items.append(self.value(element.value, frame))
+        element_value = join_all(items) if items else BOTTOM_VALUE
+        return Value(CONTAINER, AG_NONE, items=None if starred else tuple(items),
+                     element=None if element_value.kind == BOTTOM else element_value, site=node)
+
+    def _set(self, node, frame) -> Value:
+        items = [self.value(e.value, frame) for e in node.elements]
+        return Value(CONTAINER, AG_NONE, element=join_all(items) if items else None, site=node)
+
+    def _dict(self, node, frame) -> Value:
+        values = [self.value(e.value, frame) for e in node.elements if type(e) is cst.DictElement]
+        return Value(CONTAINER, AG_NONE, element=join_all(values) if values else None, site=node, detail="dict")
+
+    def _comprehension(self, node, frame) -> Value:
+        return Value(CONTAINER, AG_NONE, element=self.value(node.elt, frame), site=node)
+
+    def _dict_comprehension(self, node, frame) -> Value:
+        return Value(CONTAINER, AG_NONE, element=self.value(node.value, frame), site=node, detail="dict")
+
+    def _lambda(self, node, frame) -> Value:
+        return Value(FUNCTION, AG_NONE, detail=node)
+
+    def _if_expression(self, node, frame) -> Value:
+        return join(self.value(node.body, frame), self.value(node.orelse, frame))
+
+    def _boolean(self, node, frame) -> Value:
+        return join(self.value(node.left, frame), self.value(node.right, frame))
+
+    def _walrus(self, node, frame) -> Value:
+        return self.value(node.value, frame)
+
+    def _parenthesized(self, node, frame) -> Value:
+        return UNKNOWN_VALUE
+
+    # -- names ---------------------------------------------------------------------------------
+    def _name(self, node: cst.Name, frame: Frame) -> Value:
+        spelled = node.value
+        if spelled == "None":
+            return NONE_VALUE
+        if spelled in ("True", "False"):
+            return NUMBER_VALUE
+        defs = self.flow.reaching(node)
+        if defs is None:
+            return UNKNOWN_VALUE
+        if not defs:
+            return self._outer_name(node, frame)
+        value = join_all(self.definition_value(d, frame) for d in defs)
+        if value.shape is None and (value.kind in TENSOR_KINDS or value.kind == INPUT):
+            observed = self._observed_shape(node, defs)
+            if observed is not None:
+                value = value.but(shape=observed)
+        return value
+
+    def _observed_shape(self, use: cst.Name, defs: Tuple[Def, ...]) -> Optional[tuple]:
+        """`B, N, C = x.shape` (or `x.size()`) earlier in the function, for this same value of `x`:
+        the shape the code read off it."""
+        function = self.sem.function_of(use)
+        table = self._shape_reads(function)
+        reads = table.get(use.value)
+        if not reads:
+            return None
+        position = self.index.order[use]
+        wanted = tuple(id(d.target if d.target is not None else d.statement) for d in defs)
+        found = None
+        for assign, dims in reads:
+            if self.index.order[assign] >= position:
+                break
+            there = self.flow.reaching_at(assign, use.value)
+            if there is not None and tuple(id(d.target if d.target is not None else d.statement)
+                                           for d in there) == wanted:
+                found = dims
+        return found
+
+    def _shape_reads(self, function: Optional[cst.CSTNode]) -> Dict[str, list]:
+        key = id(function)
+        cache = self.__dict__.setdefault("_shape_read_cache", {})
+        found = cache.get(key)
+        if found is not None:
+            return found
+        found = {}
+        scope = function if function is not None else self.sem.module
+        assigns = self.index.descendants(scope, cst.Assign) if function is not None else self.index.nodes(cst.Assign)
+        for assign in assigns:
+            if len(assign.targets) != 1 or type(assign.targets[0].target) not in (cst.Tuple, cst.List):
+                continue
+            if self.sem.function_of(assign) is not function:
+                continue
+            value = assign.value
+            if type(value) is cst.Call and not value.args and type(value.func) is cst.Attribute \
+                    and value.func.attr.value == "size":
+                value = value.func
+            elif not (type(value) is cst.Attribute and value.attr.value == "shape"):
+                continue
+            tensor = value.value
+            if type(tensor) is not cst.Name:
+                continue
+            names = [element.value for element in assign.targets[0].target.elements]
+            if all(type(name) is cst.Name for name in names) and len({n.value for n in names}) == len(names) \
+                    and not any(type(e) is cst.StarredElement for e in assign.targets[0].target.elements):
+                found.setdefault(tensor.value, []).append((assign, tuple(Dim(name, assign) for name in names)))
+        cache[key] = found
+        return found
+
+    def _outer_name(self, node: cst.Name, frame: Frame) -> Value:
+        """A name no binding of its own scope reaches: an import, a global, a closure variable,
+        a builtin."""
+        spelled = node.value
+        found = self.scopes.binding_scope(spelled, node)
+        if found is None:
+            return UNKNOWN_VALUE
+        scope, bindings = found
+        if any(b.kind == "import" for b in bindings):
+            return UNKNOWN_VALUE  # modules are resolved by their qualified names
+        definitions = self.flow.bindings(scope, spelled)
+        if not definitions:
+            return UNKNOWN_VALUE
+        outer = self.generic_frame(scope if type(scope) is cst.FunctionDef else None)
+        return join_all(self.definition_value(d, outer) for d in definitions)
+
+    def definition_value(self, definition: Def, frame: Frame) -> Value:
+        """The value `definition` gives its name, made in `frame`."""
+        key = ("def", id(definition.target if definition.target is not None else definition.statement), frame.key)
+        return self._memoized(key, lambda: self._definition_value(definition, frame))
+
+    def _definition_value(self, definition: Def, frame: Frame) -> Value:
+        kind = definition.kind
+        if kind == "assign":
+            if definition.value is None:
+                return UNKNOWN_VALUE
+            value = self.value(definition.value, frame)
+            if definition.path is None:
+                return Value(CONTAINER, AG_NONE, element=self._iterate(value))
+            value = self._element_at(value, definition.path)
+            if value.kind in (UNKNOWN, INPUT) and self._backpropagated(definition):
+                # `loss = outputs.loss; loss.backward()`: whatever it is, it is a loss with a graph.
+                return Value(LOSS, AG_GRAPH, LAYOUT_CONTIGUOUS, site=definition.value)
+            return value
+        if kind == "for":
+            element = self._iterate(self.value(definition.value, frame))
+            if definition.path is None:
+                return Value(CONTAINER, AG_NONE, element=element)
+            return self._element_at(element, definition.path)
+        if kind == "augassign":
+            return self._augmented(definition, frame)
+        if kind == "walrus":
+            return self.value(definition.value, frame)
+        if kind == "param":
+            return self.param_value(definition.statement, frame)
+        if kind == "def":
+            return Value(FUNCTION, AG_NONE, detail=definition.statement)
+        if kind == "class":
+            return Value(CLASS, AG_NONE, detail=definition.statement)
+        if kind == "with":
+            entered = self.value(definition.value, frame)
+            if entered.kind == MODULE:
+                return entered
+            return UNKNOWN_VALUE
+        return UNKNOWN_VALUE
+
+    def _backpropagated(self, definition: Def) -> bool:
+        target = definition.target
+        if type(target) is not cst.Name or self.grad_mode(definition.statement) == GRAD_OFF:
+            return False
+        from torchlint.analysis.training import backwarded_names
+
+        return target.value in backwarded_names(self.sem, self.scopes.scope_of(target))
+
+    def _augmented(self, definition: Def, frame: Frame) -> Value:
+        statement = definition.statement
+        target = statement.target
+        if type(target) is not cst.Name:
+            return UNKNOWN_VALUE
+        previous_defs = self.flow.reaching_at(statement, target.value)
+        if previous_defs is None:
+            return UNKNOWN_VALUE
+        if previous_defs:
+            previous = join_all(self.definition_value(d, frame) for d in previous_defs)
+        else:
+            previous = self._outer_name(target, frame)
+        right = self.value(statement.value, frame)
+        if previous.kind == CONTAINER:
+            return Value(CONTAINER, AG_NONE, element=join(previous.element or BOTTOM_VALUE,
+                                                          self._iterate(right)), site=previous.site)
+        result = self._arithmetic(previous, right, statement, frame, type(statement.operator))
+        if previous.is_tensor:
+            # In place: the same tensor (memory, strides, identity), with the update recorded. A
+            # leaf stays a leaf (the update either raises or runs under no_grad).
+            autograd = previous.autograd if previous.autograd == AG_LEAF else result.autograd
+            return result.but(layout=previous.layout, alias=previous.alias, site=previous.site, autograd=autograd,
+                              kind=LOSS if LOSS in (previous.kind, right.kind) else previous.kind)
+        return result
+
+    # -- parameters ----------------------------------------------------------------------------
+    def param_value(self, param: cst.Param, frame: Frame) -> Value:
+        if frame.args is not None and id(param) in frame.args:
+            return frame.args[id(param)]
+        return self._memoized(("param", id(param)), lambda: self._generic_param(param))
+
+    def _generic_param(self, param: cst.Param) -> Value:
+        function = self.index.parent.get(self.index.parent.get(param))
+        if type(function) is not cst.FunctionDef:
+            return self._annotated_param(param, None)
+        klass = self.sem.class_of_method(function)
+        positional = _positional_params(function)
+        if klass is not None and positional and positional[0] is param and not self._is_static(function):
+            if self._decorated(function, "classmethod"):
+                return Value(CLASS, AG_NONE, detail=klass)
+            return self.instance_of(klass, klass)
+        if not self._is_entry_point(function, klass):
+            sites = self._sites(function)
+            if sites and not self._escapes_function(function):
+                values = []
+                for call, binding, caller in sites:
+                    argument = binding.get(id(param))
+                    if argument is None:
+                        values.append(self._default_value(param, caller))
+                    elif isinstance(argument, Value):
+                        values.append(argument)
+                    else:
+                        values.append(self.value(argument, caller))
+                joined = join_all(values)
+                if joined.kind not in (UNKNOWN, BOTTOM):
+                    return self._as_argument(joined, param)
+                annotated = self._annotated_param(param, function)
+                if annotated.kind != INPUT:
+                    return annotated
+                return joined if joined.kind != BOTTOM else UNKNOWN_VALUE
+        return self._annotated_param(param, function)
+
+    def _as_argument(self, value: Value, param: cst.Param) -> Value:
+        if value.is_tensor or value.kind == INPUT:
+            return value.but(alias=param)
+        return value
+
+    def _default_value(self, param: cst.Param, caller: Frame) -> Value:
+        if param.default is None:
+            return UNKNOWN_VALUE
+        return self.value(param.default, self.frame_of(param.default))
+
+    def _annotated_param(self, param: cst.Param, function: Optional[cst.FunctionDef]) -> Value:
+        """An entry point's parameter: what its annotation, default or name says."""
+        annotation = param.annotation.annotation if param.annotation is not None else None
+        if annotation is not None:
+            kind = self._annotation_kind(annotation)
+            if kind == TENSOR:
+                return Value(TENSOR, AG_MAYBE, LAYOUT_CONTIGUOUS, alias=param, role="input")
+            if kind == MODULE:
+                return Value(MODULE, AG_NONE, module=ModuleInfo(klass=self._annotation_class(annotation)))
+            if kind == OPTIMIZER:
+                return Value(OPTIMIZER, AG_NONE)
+            if kind is not None:
+                return Value(kind, AG_NONE)
+            return UNKNOWN_VALUE
+        if param.default is not None:
+            default = param.default
+            if type(default) is cst.Name and default.value == "None":
+                pass
+            else:
+                value = self.value(default, self.frame_of(default))
+                if value.kind in (NUMBER, STRING):
+                    return value
+                return UNKNOWN_VALUE
+        name = param.name.value
+        role = None
+        if _OPTIMIZER_NAME.match(name):
+            role = "optimizer"
+        elif _SCALER_NAME.search(name):
+            role = "scaler"
+        elif name in _MODEL_NAMES or name.endswith("_model"):
+            role = "model"
+        if param.star in ("*", "**"):
+            return UNKNOWN_VALUE
+        return Value(INPUT, AG_MAYBE, LAYOUT_CONTIGUOUS, alias=param, role=role)
+
+    def _annotation_kind(self, annotation: cst.BaseExpression) -> Optional[str]:
+        if type(annotation) is cst.Subscript and dotted_name(annotation.value) in ("Optional", "typing.Optional"):
+            inner = annotation.slice[0].slice
+            if type(inner) is cst.Index:
+                annotation = inner.value
+        if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:
+            sides = [s for s in (annotation.left, annotation.right)
+                     if not (type(s) is cst.Name and s.value == "None")]
+            if len(sides) == 1:
+                annotation = sides[0]
+        if type(annotation) is cst.SimpleString:
+            text = annotation.value.strip("'\"")
+            return TENSOR if text in api.TENSOR_ANNOTATIONS else UNKNOWN
+        spelled = dotted_name(annotation)
+        if spelled in api.TENSOR_ANNOTATIONS:
+            return TENSOR
+        qualified = self.sem.qualified_name(annotation)
+        if qualified is not None:
+            if qualified in ("torch.Tensor", "torch.FloatTensor", "torch.LongTensor"):
+                return TENSOR
+            if qualified in api.MODULE_ANNOTATIONS or api.is_nn_module_class(qualified):
+                return MODULE
+            if qualified in api.OPTIMIZER_BASES or api.is_optimizer_class(qualified):
+                return OPTIMIZER
+        if type(annotation) is cst.Name:
+            for klass in self._classes_named(annotation.value):
+                if klass in self.sem.module_classes():
+                    return MODULE
+        if spelled in ("int", "float", "bool"):
+            return NUMBER
+        if spelled == "str":
+            return STRING
+        return UNKNOWN
+
+    def _annotation_class(self, annotation) -> Optional[cst.ClassDef]:
+        if type(annotation) is cst.Name:
+            for klass in self._classes_named(annotation.value):
+                if klass in self.sem.module_classes():
+                    return klass
+        return None
+
+    def _is_entry_point(self, function: cst.FunctionDef, klass: Optional[cst.ClassDef]) -> bool:
+        """Called by code outside this file: `forward`, hooks of frameworks, dunder methods."""
+        name = function.name.value
+        if klass is not None and (name in _ENTRY_METHODS or (name.startswith("__") and name != "__init__")):
+            return True
+        return False
+
+    def _is_static(self, function: cst.FunctionDef) -> bool:
+        return self._decorated(function, "staticmethod")
+
+    def _decorated(self, function: cst.FunctionDef, name: str) -> bool:
+        for decorator in function.decorators:
+            if dotted_name(decorator.decorator) == name:
+                return True
+        return False
+
+    # -- frames --------------------------------------------------------------------------------
+    def generic_frame(self, function: Optional[cst.CSTNode]) -> Frame:
+        if function is None:
+            return self._module_frame
+        key = id(function)
+        frame = self._generic_frames.get(key)
+        if frame is None:
+            frame = Frame(function, None, GRAD_INHERITED)
+            self._generic_frames[key] = frame
+            frame.grad = self._inherited_grad(function)
+            frame.key = (id(function), frame.grad, None)
+        return frame
+
+    def _inherited_grad(self, function: cst.FunctionDef) -> str:
+        """The grad mode `function` runs under as far as its callers in this file tell: off when
+        it is a method of a `torch.autograd.Function` or every call runs under no_grad."""
+        klass = self.sem.class_of_method(function)
+        if klass is not None and any(self._is_base(base.value, api.AUTOGRAD_FUNCTION_BASES)
+                                     for base in klass.bases):
+            return GRAD_OFF
+        if self._is_entry_point(function, klass):
+            return GRAD_INHERITED
+        sites = self._sites(function)
+        if not sites or self._escapes_function(function):
+            return GRAD_INHERITED
+        modes = set()
+        for call, _, caller in sites:
+            if caller.function is function:
+                continue  # recursion: the outer call decides
+            modes.add(self.grad_mode(call, caller) if caller.function is not function else GRAD_INHERITED)
+        if not modes:
+            return GRAD_INHERITED
+        if modes == {GRAD_OFF}:
+            return GRAD_OFF
+        if GRAD_OFF in modes or GRAD_UNKNOWN in modes:
+            return GRAD_UNKNOWN
+        return GRAD_INHERITED
+
+    def lexical_grad_mode(self, node: cst.CSTNode) -> Optional[str]:
+        """The grad mode that the blocks and decorators around `node` in its own function set,
+        or None when they set none."""
+        child = node
+        parent_of = self.index.parent
+        ancestor = parent_of.get(node)
+        while ancestor is not None:
+            kind = type(ancestor)
+            if kind is cst.With and child is ancestor.body:
+                for item in reversed(ancestor.items):
+                    mode = self.grad_context(item.item)
+                    if mode is not None:
+                        return mode
+            elif kind is cst.FunctionDef:
+                if child is ancestor.body:
+                    for decorator in ancestor.decorators:
+                        mode = self.grad_context(decorator.decorator)
+                        if mode is not None:
+                            return mode
+                return None
+            elif kind is cst.Lambda or kind is cst.ClassDef:
+                return None
+            child = ancestor
+            ancestor = parent_of.get(ancestor)
+        return None
+
+    def grad_context(self, expr: cst.BaseExpression) -> Optional[str]:
+        call = expr if type(expr) is cst.Call else None
+        name = self.sem.qualified_name(call.func if call is not None else expr)
+        if name is None:
+            return None
+        if name in api.SET_GRAD_ENABLED and call is not None and call.args:
+            value = call.args[0].value
+            if type(value) is cst.Name and value.value in ("False", "True"):
+                return GRAD_ON if value.value == "True" else GRAD_OFF
+            return GRAD_UNKNOWN
+        if name in api.GRAD_DISABLING:
+            if call is not None and name.endswith("inference_mode"):
+                flag = _keyword(call, "mode")
+                if flag is None and call.args and call.args[0].keyword is None:
+                    flag = call.args[0].value
+                if flag is not None and not (type(flag) is cst.Name and flag.value == "True"):
+                    return GRAD_UNKNOWN if type(flag) is not cst.Name or flag.value != "False" else None
+            return GRAD_OFF
+        if name in api.GRAD_ENABLING:
+            return GRAD_ON
+        return None
+
+    def _context_frame(self, function: cst.FunctionDef, args: Dict[int, Value], grad: str, caller: Frame) -> Frame:
+        if caller.nesting >= _MAX_NESTED_CALLS:
+            return self.generic_frame(function)
+        if grad in (GRAD_INHERITED, GRAD_ON):
+            grad = GRAD_INHERITED
+        frame = Frame(function, args, grad, caller.nesting + 1)
+        seen = self._contexts.setdefault(id(function), set())
+        if frame.key not in seen:
+            if len(seen) >= _MAX_CONTEXTS:
+                return self.generic_frame(function)
+            seen.add(frame.key)
+        return frame
+
+    # -- call sites ----------------------------------------------------------------------------
+    def _sites(self, function: cst.FunctionDef) -> list:
+        """(call, {param id: argument expression or Value}, caller frame) for each call of
+        `function` in this file."""
+        key = id(function)
+        found = self._call_sites.get(key)
+        if found is not None:
+            return found
+        self._call_sites[key] = []  # recursion guard
+        found = []
+        name = function.name.value
+        klass = self.sem.class_of_method(function)
+        targets = self._calls_named(name if name != "__init__" or klass is None else klass.name.value)
+        for call in targets:
+            if klass is None:
+                callee = self._local_function_of_call(call)
+                if callee is not function:
+                    continue
+                binding = _bind(function, call, skip_self=False)
+            elif name == "__init__":
+                if not (type(call.func) is cst.Name and klass in self._classes_named(call.func.value)):
+                    continue
+                binding = _bind(function, call, skip_self=True)
+            else:
+                receiver = call.func.value if type(call.func) is cst.Attribute else None
+                if receiver is None:
+                    continue
+                owner = self.of(receiver)
+                if owner.kind not in (MODULE, INSTANCE) or owner.module is None and owner.detail is None:
+                    continue
+                owner_class = owner.module.klass if owner.module is not None else owner.detail
+                if owner_class is None or self.method(owner_class, name) is not function:
+                    continue
+                binding = _bind(function, call, skip_self=True)
+            if binding is None:
+                continue
+            found.append((call, binding, self.frame_of(call)))
+        # `model.apply(fn)` calls `fn` on every submodule.
+        for call in self._calls_named("apply"):
+            if len(call.args) == 1 and type(call.args[0].value) is cst.Name and klass is None \
+                    and self._local_function_named(call.args[0].value) is function:
+                params = _positional_params(function)
+                if params:
+                    found.append((call, {id(params[0]): Value(MODULE, AG_NONE, module=ModuleInfo())},
+                                  self.frame_of(call)))
+        self._call_sites[key] = found
+        return found
+
+    def _calls_named(self, name: str) -> List[cst.Call]:
+        table = self.sem.__dict__.get("_calls_by_callee_name")
+        if table is None:
+            table = {}
+            for call in self.index.nodes(cst.Call):
+                func = call.func
+                spelled = func.value if type(func) is cst.Name else (
+                    func.attr.value if type(func) is cst.Attribute else None)
+                if spelled is not None:
+                    table.setdefault(spelled, []).append(call)
+            self.sem.__dict__["_calls_by_callee_name"] = table
+        return table.get(name, [])
+
+    def _escapes_function(self, function: cst.FunctionDef) -> bool:
+        """Whether `function` is used other than by calling it here (passed as a callback,
+        decorated by something that may call it anyhow), so its callers are not all known."""
+        key = id(function)
+        found = self._escapes.get(key)
+        if found is not None:
+            return found
+        escapes = False
+        for decorator in function.decorators:
+            spelled = dotted_name(decorator.decorator if type(decorator.decorator) is not cst.Call
+                                  else decorator.decorator.func)
+            qualified = self.sem.qualified_name(decorator.decorator if type(decorator.decorator) is not cst.Call
+                                                else decorator.decorator.func)
+            if spelled not in _TRANSPARENT_DECORATORS and qualified not in _TRANSPARENT_DECORATORS:
+                escapes = True
+        name = function.name.value
+        if not escapes:
+            for use in self.index.names_spelled(name):
+                if use is function.name:
+                    continue
+                parent = self.index.parent.get(use)
+                if type(parent) is cst.Call and parent.func is use:
+                    continue
+                if type(parent) is cst.Attribute and parent.attr is use:
+                    grand = self.index.parent.get(parent)
+                    if type(grand) is cst.Call and grand.func is parent:
+                        continue
+                if type(parent) is cst.Arg:
+                    call = self.index.parent.get(parent)
+                    if type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == "apply":
+                        continue
+                if type(parent) in (cst.ImportAlias, cst.AsName):
+                    continue
+                if type(parent) in (cst.FunctionDef, cst.ClassDef) and parent.name is use:
+                    continue  # another def of the same name
+                escapes = True
+                break
+        self._escapes[key] = escapes
+        return escapes
+
+    def _local_function_of_call(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        if type(call.func) is not cst.Name:
+            return None
+        return self._local_function_named(call.func)
+
+    def _local_function_named(self, name: cst.Name) -> Optional[cst.FunctionDef]:
+        bindings = self.scopes.lookup(name.value, name)
+        if not bindings or any(b.kind != "def" for b in bindings):
+            return None
+        functions = [b.node for b in bindings]
+        return functions[0] if len(functions) == 1 else None
+
+    def _classes_named(self, name: str) -> List[cst.ClassDef]:
+        if self._classes_by_name is None:
+            table: Dict[str, List[cst.ClassDef]] = {}
+            for klass in self.index.nodes(cst.ClassDef):
+                table.setdefault(klass.name.value, []).append(klass)
+            self._classes_by_name = table
+        return self._classes_by_name.get(name, [])
+
+    # -- attributes ----------------------------------------------------------------------------
+    def _attribute(self, node: cst.Attribute, frame: Frame) -> Value:
+        qualified = self.sem.qualified_name(node)
+        if qualified is not None:
+            return self._constant(qualified, node)
+        attr = node.attr.value
+        owner = self.value(node.value, frame)
+        return self.attribute_of(owner, attr, node, frame)
+
+    def attribute_of(self, owner: Value, attr: str, node: cst.CSTNode, frame: Frame) -> Value:
+        kind = owner.kind
+        if kind == BOTTOM:
+            return owner
+        if kind in (MODULE, INSTANCE):
+            klass = owner.module.klass if owner.module is not None else owner.detail
+            if type(klass) is cst.ClassDef:
+                if self.attribute_writes(klass, attr):
+                    value = self.class_attribute(klass, attr)
+                    if value.kind == MODULE and value.device is None and owner.device is not None:
+                        value = value.but(device=owner.device)
+                    return value
+                method = self.method(klass, attr)
+                if method is not None:
+                    return Value(FUNCTION, AG_NONE, detail=method, site=owner)
+            if kind == MODULE:
+                return self._module_attribute(owner, attr)
+            return UNKNOWN_VALUE
+        if kind in TENSOR_KINDS or kind == INPUT or kind == BATCH:
+            return self._tensor_attribute(owner, attr, node, frame)
+        if kind == OPTIMIZER and attr == "param_groups":
+            group = Value(CONTAINER, AG_NONE, detail="param_group",
+                          element=Value(CONTAINER, AG_NONE, element=self._parameter(None, owner.device)))
+            return Value(CONTAINER, AG_NONE, element=group)
+        if kind == CLASS and type(owner.detail) is cst.ClassDef:
+            method = self.method(owner.detail, attr)
+            if method is not None:
+                return Value(FUNCTION, AG_NONE, detail=method)
+        return UNKNOWN_VALUE
+
+    def _module_attribute(self, owner: Value, attr: str) -> Value:
+        info = owner.module
+        if attr in ("weight", "bias") and info is not None and (info.klass is None or info.qualified):
+            if info.stateless:
+                return UNKNOWN_VALUE
+            return self._parameter(owner.site, owner.device)
+        if attr == "training":
+            return NUMBER_VALUE
+        if info is not None and info.qualified is not None and info.qualified.startswith("torchvision.models."):
+            return Value(MODULE, AG_NONE, module=ModuleInfo(), device=owner.device)
+        return UNKNOWN_VALUE
+
+    def _parameter(self, owner_site, device) -> Value:
+        return Value(PARAMETER, AG_LEAF, LAYOUT_CONTIGUOUS, device=device, site=owner_site)
+
+    def _tensor_attribute(self, owner: Value, attr: str, node, frame) -> Value:
+        if attr in api.TRANSPOSING_ATTRIBUTES:
+            return self._transposed(owner, attr, (), node)
+        if attr == "data":
+            return owner.but(autograd=AG_NONE, kind=TENSOR if owner.kind != INPUT else INPUT, activation=None)
+        if attr == "grad":
+            return Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=owner.device, optional=True)
+        if attr in ("real", "imag"):
+            return owner.but(layout=LAYOUT_NOT_KNOWN)
+        if attr == "shape":
+            return Value(CONTAINER, AG_NONE, element=NUMBER_VALUE, detail="shape")
+        if attr == "dtype":
+            return Value(DTYPE, AG_NONE, detail=owner.dtype)
+        if attr == "device":
+            return Value(DEVICE, AG_NONE, detail=owner.device)
+        if attr in ("ndim", "requires_grad", "is_cuda", "is_leaf", "grad_fn"):
+            return NUMBER_VALUE if attr != "grad_fn" else UNKNOWN_VALUE
+        return UNKNOWN_VALUE
+
+    def _constant(self, qualified: str, node: cst.CSTNode) -> Value:
+        member = api.torch_member(qualified)
+        if qualified.startswith("torch.") and qualified.count(".") == 1 and member in api.DTYPE_NAMES:
+            return Value(DTYPE, AG_NONE, detail=member)
+        return UNKNOWN_VALUE
+
+    def _compute_class_attribute(self, klass: cst.ClassDef, name: str) -> Value:
+        writes = self.attribute_writes(klass, name)
+        if not writes:
+            return UNKNOWN_VALUE
+        values = []
+        for value_expr, target, path, method in writes:
+            if isinstance(value_expr, Value):
+                values.append(value_expr)
+                continue
+            if value_expr is None:
+                values.append(UNKNOWN_VALUE)
+                continue
+            frame = self.generic_frame(method) if method is not None else self._module_frame
+            value = self.value(value_expr, frame)
+            if path is None:
+                value = Value(CONTAINER, AG_NONE, element=self._iterate(value))
+            elif path:
+                value = self._element_at(value, path)
+            values.append(value)
+        return join_all(values)
+
+    def _writes_of(self, klass: cst.ClassDef) -> Dict[str, list]:
+        """attr -> [(value expression | Value | None, target, path, method)] for one class."""
+        key = id(klass)
+        found = self._class_writes.get(key)
+        if found is not None:
+            return found
+        found = {}
+        index = self.index
+        for statement in klass.body.body:
+            if type(statement) is cst.SimpleStatementLine:
+                for small in statement.body:
+                    if type(small) is cst.Assign:
+                        for target in small.targets:
+                            if type(target.target) is cst.Name:
+                                found.setdefault(target.target.value, []).append((small.value, target.target, (), None))
+                    elif type(small) is cst.AnnAssign and type(small.target) is cst.Name and small.value is not None:
+                        found.setdefault(small.target.value, []).append((small.value, small.target, (), None))
+        for attribute in index.descendants(klass, cst.Attribute):
+            receiver = attribute.value
+            if type(receiver) is not cst.Name or receiver.value != "self":
+                continue
+            method = self.sem.method_of(attribute)
+            if method is None or self.sem.class_of_method(method) is not klass:
+                continue
+            parent = index.parent.get(attribute)
+            path: Optional[Tuple[int, ...]] = ()
+            child = attribute
+            trail: List[int] = []
+            while type(parent) in (cst.Element, cst.StarredElement, cst.Tuple, cst.List):
+                if type(parent) is cst.StarredElement:
+                    path = None
+                if type(parent) in (cst.Tuple, cst.List):
+                    trail.append(next(i for i, e in enumerate(parent.elements) if e is child))
+                child, parent = parent, index.parent.get(parent)
+            if path is not None:
+                path = tuple(reversed(trail))
+            name = attribute.attr.value
+            kind = type(parent)
+            if kind is cst.AssignTarget and parent.target is child:
+                statement = index.parent.get(parent)
+                found.setdefault(name, []).append((statement.value, attribute, path, method))
+            elif kind is cst.AnnAssign and parent.target is child and parent.value is not None:
+                found.setdefault(name, []).append((parent.value, attribute, path, method))
+            elif kind is cst.AugAssign and parent.target is child:
+                found.setdefault(name, []).append((None, attribute, (), method))
+        for call in index.descendants(klass, cst.Call):
+            func = call.func
+            if type(func) is not cst.Attribute or type(func.value) is not cst.Name or func.value.value != "self":
+                continue
+            if func.attr.value in ("register_buffer", "register_parameter", "add_module", "register_module") \
+                    and len(call.args) >= 2 and type(call.args[0].value) is cst.SimpleString:
+                try:
+                    name = call.args[0].value.evaluated_value
+                except Exception:  # noqa: BLE001
+                    continue
+                method = self.sem.method_of(call)
+                if isinstance(name, str):
+                    found.setdefault(name, []).append((call.args[1].value, call, (), method))
+        for call in index.descendants(klass, cst.Call):
+            if type(call.func) is cst.Name and call.func.value == "setattr" and len(call.args) == 3 \
+                    and type(call.args[0].value) is cst.Name and call.args[0].value.value == "self":
+                first = call.args[1].value
+                if type(first) is cst.SimpleString:
+                    try:
+                        name = first.evaluated_value
+                    except Exception:  # noqa: BLE001
+                        continue
+                    if isinstance(name, str):
+                        found.setdefault(name, []).append((call.args[2].value, call, (), self.sem.method_of(call)))
+                else:
+                    found.setdefault("*", []).append((None, call, (), None))
+        self._class_writes[key] = found
+        return found
+
+    def _mro(self, klass: cst.ClassDef) -> List[cst.ClassDef]:
+        order = [klass]
+        pending = [klass]
+        while pending:
+            current = pending.pop(0)
+            for base in current.bases:
+                if type(base.value) is cst.Name:
+                    for other in self._classes_named(base.value.value):
+                        if other not in order:
+                            order.append(other)
+                            pending.append(other)
+        return order
+
+    def _is_base(self, base: cst.BaseExpression, names) -> bool:
+        qualified = self.sem.qualified_name(base)
+        return qualified is not None and qualified in names
+
+    def instance_of(self, klass: cst.ClassDef, site) -> Value:
+        if klass in self.sem.module_classes():
+            return Value(MODULE, AG_NONE, module=ModuleInfo(klass=klass), site=site)
+        if any(self._is_base(base.value, api.OPTIMIZER_BASES) for base in klass.bases):
+            return Value(OPTIMIZER, AG_NONE, site=site, detail=klass)
+        return Value(INSTANCE, AG_NONE, detail=klass, site=site)
+
+    def _class_stochastic(self, klass: cst.ClassDef) -> Optional[str]:
+        key = ("stochastic", id(klass))
+        cached = self._memo.get(key)
+        if cached is not None:
+            return cached.detail
+        self._memo[key] = Value(UNKNOWN, detail=None)  # recursion guard
+        found = None
+        for each in self._mro(klass):
+            for name in self._writes_of(each):
+                value = self.class_attribute(klass, name)
+                candidates = [value]
+                if value.kind == CONTAINER and value.element is not None:
+                    candidates.append(value.element)
+                for candidate in candidates:
+                    if candidate.kind == MODULE and candidate.module is not None:
+                        if candidate.module.klass is klass:
+                            continue
+                        layer = self.stochastic_layer(candidate)
+                        if layer is not None:
+                            found = layer if candidate.module.klass is not None else f"{layer} in `{klass.name.value}`"
+                            break
+                if found:
+                    break
+            if found:
+                break
+        self._memo[key] = Value(UNKNOWN, detail=found)
+        return found
+
+    # -- subscripts ----------------------------------------------------------------------------
+    def _subscript(self, node: cst.Subscript, frame: Frame) -> Value:
+        base = self.value(node.value, frame)
+        kind = base.kind
+        if kind == BOTTOM:
+            return base
+        if kind in TENSOR_KINDS or kind == INPUT:
+            basic, slices_only = _index_kind(node)
+            if not basic:
+                return self._op_result([base], node, frame, LAYOUT_CONTIGUOUS, kind=TENSOR if kind != INPUT else INPUT)
+            layout = base.layout if slices_only else _indexed_layout(base.layout, node)
+            autograd = AG_GRAPH if base.autograd == AG_LEAF else base.autograd
+            result_kind = LOSS if kind == LOSS else (INPUT if kind == INPUT else TENSOR)
+            return base.but(kind=result_kind, autograd=autograd, layout=layout,
+                            shape=base.shape if slices_only else None, activation=base.activation if slices_only else None)
+        if kind == CONTAINER:
+            if base.detail == "shape":
+                return NUMBER_VALUE
+            if base.detail == "param_group":
+                key = _literal_key(node)
+                if key == "params":
+                    return base.element or UNKNOWN_VALUE
+                return UNKNOWN_VALUE
+            position = _literal_position(node)
+            if base.items is not None and position is not None and -len(base.items) <= position < len(base.items):
+                return base.items[position]
+            if _is_slice(node):
+                return base
+            return base.element or UNKNOWN_VALUE
+        if kind == BATCH:
+            return self._batch_item(base)
+        if kind == MODULE and base.module is not None:
+            parts = base.module.parts
+            position = _literal_position(node)
+            if parts and position is not None and -len(parts) <= position < len(parts):
+                return parts[position]
+            if parts:
+                return join_all(parts)
+            return Value(MODULE, AG_NONE, module=ModuleInfo(), device=base.device)
+        return UNKNOWN_VALUE
+
+    def _batch_item(self, batch: Value) -> Value:
+        return Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=batch.device, site=batch.site, role="batch")
+
+    # -- operators -----------------------------------------------------------------------------
+    def _binary(self, node: cst.BinaryOperation, frame: Frame) -> Value:
+        left = self.value(node.left, frame)
+        right = self.value(node.right, frame)
+        return self._arithmetic(left, right, node, frame, type(node.operator))
+
+    def _arithmetic(self, left: Value, right: Value, node, frame, operator) -> Value:
+        kinds = (left.kind, right.kind)
+        if BOTTOM in kinds:
+            return BOTTOM_VALUE  # not known yet (a cycle being solved): wait for the operand
+        if operator in (cst.MatrixMultiply, cst.MatrixMultiplyAssign):
+            if any(k in TENSOR_KINDS or k == INPUT for k in kinds):
+                return self._op_result([left, right], node, frame, LAYOUT_CONTIGUOUS)
+            return UNKNOWN_VALUE
+        if left.kind in TENSOR_KINDS or right.kind in TENSOR_KINDS:
+            return self._elementwise([left, right], node, frame)
+        if INPUT in kinds and all(k in (INPUT, NUMBER) for k in kinds):
+            return Value(INPUT, AG_MAYBE if AG_MAYBE in (left.autograd, right.autograd) else AG_UNKNOWN,
+                         LAYOUT_NOT_KNOWN)
+        if kinds == (NUMBER, NUMBER):
+            return NUMBER_VALUE
+        if left.kind == CONTAINER and right.kind == CONTAINER and operator in (cst.Add, cst.AddAssign):
+            return Value(CONTAINER, AG_NONE, element=join(left.element or BOTTOM_VALUE, right.element or BOTTOM_VALUE))
+        if left.kind == CONTAINER and right.kind == NUMBER and operator is cst.Multiply:
+            return Value(CONTAINER, AG_NONE, element=left.element)
+        if STRING in kinds and operator in (cst.Add, cst.Modulo):
+            return STRING_VALUE
+        return UNKNOWN_VALUE
+
+    def _unary(self, node: cst.UnaryOperation, frame: Frame) -> Value:
+        operand = self.value(node.expression, frame)
+        if type(node.operator) is cst.Not:
+            return NUMBER_VALUE
+        if operand.kind in TENSOR_KINDS:
+            return self._elementwise([operand], node, frame)
+        if operand.kind == INPUT:
+            return Value(INPUT, operand.autograd, LAYOUT_NOT_KNOWN)
+        return operand if operand.kind == NUMBER else UNKNOWN_VALUE
+
+    def _comparison(self, node: cst.Comparison, frame: Frame) -> Value:
+        left = self.value(node.left, frame)
+        values = [left] + [self.value(t.comparator, frame) for t in node.comparisons]
+        if any(type(t.operator) in (cst.Is, cst.IsNot, cst.In, cst.NotIn) for t in node.comparisons):
+            return NUMBER_VALUE
+        if any(v.kind in TENSOR_KINDS for v in values):
+            return self._elementwise(values, node, frame, differentiable=False)
+        return NUMBER_VALUE
+
+    # -- results of operations -----------------------------------------------------------------
+    def _result_autograd(self, inputs: Sequence[Value], node, frame: Frame, differentiable: bool = True) -> str:
+        mode = self.grad_mode(node, frame)
+        if not differentiable or mode == GRAD_OFF:
+            return AG_NONE
+        tensors = [v for v in inputs if v.kind not in (NUMBER, STRING, NONE, DTYPE, DEVICE, BOTTOM)]
+        if not tensors:
+            return AG_NONE
+        if any(v.requires_grad for v in tensors):
+            return AG_GRAPH if mode != GRAD_UNKNOWN else AG_MAYBE
+        if all(v.autograd == AG_NONE for v in tensors):
+            return AG_NONE
+        return AG_MAYBE
+
+    def _op_result(self, inputs: Sequence[Value], node, frame: Frame, layout: Layout, kind: str = TENSOR,
+                   differentiable: bool = True, **facets) -> Value:
+        tensors = [v for v in inputs if v.kind in TENSOR_KINDS or v.kind == INPUT]
+        if kind == TENSOR and any(v.kind == LOSS for v in tensors):
+            kind = LOSS
+        device = facets.pop("device", _common_device(tensors))
+        dtype = facets.pop("dtype", tensors[0].dtype if tensors else None)
+        return Value(kind, self._result_autograd(inputs, node, frame, differentiable), layout,
+                     device=device, dtype=dtype, **facets)
+
+    def _elementwise(self, inputs: Sequence[Value], node, frame: Frame, differentiable: bool = True,
+                     activation: Optional[str] = None) -> Value:
+        """An element-wise result: the layout and shape of its first tensor operand."""
+        first = next((v for v in inputs if v.kind in TENSOR_KINDS or v.kind == INPUT), None)
+        if first is None:
+            if not any(v.kind == UNKNOWN for v in inputs):
+                return UNKNOWN_VALUE
+            # A torch operation on something unknown still makes a tensor (laid out in order, as
+            # an unknown input is taken to be).
+            first = Value(TENSOR, AG_UNKNOWN, LAYOUT_CONTIGUOUS)
+            inputs = [first] + [v for v in inputs if v.kind != UNKNOWN]
+        layout = first.layout
+        if layout.state == LAYOUT_CONTIGUOUS and first.kind == INPUT:
+            layout = LAYOUT_CONTIGUOUS
+        others = [v for v in inputs if v is not first and (v.kind in TENSOR_KINDS or v.kind == INPUT)]
+        shape = first.shape if not others else None
+        return self._op_result(inputs, node, frame, layout, differentiable=differentiable, shape=shape,
+                               activation=(activation, node) if activation else None)
+
+    def _transposed(self, tensor: Value, operation: str, numbers: Tuple[int, ...], node) -> Value:
+        """`tensor` transposed by `operation(*numbers)`: PERMUTED when `tensor` is laid out in
+        order, the composed permutation when it was permuted already, else unknown."""
+        rank = len(tensor.shape) if tensor.shape is not None else None
+        state = tensor.layout.state
+        autograd = AG_GRAPH if tensor.autograd == AG_LEAF else tensor.autograd
+        kind = TENSOR if tensor.kind in TENSOR_KINDS else tensor.kind
+        if kind == INPUT:
+            kind = TENSOR
+        if state == CONTIGUOUS:
+            order = _order(operation, numbers, rank)
+            if order is not None and order == tuple(range(len(order))):
+                return tensor.but(kind=kind, autograd=autograd, shape=_permute_shape(tensor.shape, order))
+            layout = Layout(PERMUTED, node, operation, numbers, order, rank)
+            return tensor.but(kind=kind, autograd=autograd, layout=layout,
+                              shape=_permute_shape(tensor.shape, order), activation=None)
+        if state == PERMUTED and tensor.layout.order is not None:
+            step = _order(operation, numbers, len(tensor.layout.order))
+            if step is not None:
+                order = tuple(tensor.layout.order[i] for i in step)
+                if order == tuple(range(len(order))):
+                    return tensor.but(kind=kind, autograd=autograd, layout=LAYOUT_CONTIGUOUS,
+                                      shape=_permute_shape(tensor.shape, step))
+                layout = Layout(PERMUTED, node, "permute", order, order, len(order))
+                return tensor.but(kind=kind, autograd=autograd, layout=layout, shape=_permute_shape(tensor.shape, step))
+        if state == PERMUTED and _undoes(tensor.layout, operation, numbers):
+            return tensor.but(kind=kind, autograd=autograd, layout=LAYOUT_CONTIGUOUS, shape=None)
+        return tensor.but(kind=kind, autograd=autograd, layout=LAYOUT_NOT_KNOWN, shape=None, activation=None)
+
+    # -- iteration -----------------------------------------------------------------------------
+    def _iterate(self, value: Value) -> Value:
+        """The value of one item when iterating over `value`."""
+        kind = value.kind
+        if kind == BOTTOM:
+            return value
+        if kind == CONTAINER:
+            if value.element is not None:
+                return value.element
+            if value.items:
+                return join_all(value.items)
+            return UNKNOWN_VALUE
+        if kind == LOADER:
+            return Value(BATCH, AG_NONE, device=Device(HOST, node=value.site), site=value.site)
+        if kind == BATCH:
+            return self._batch_item(value)
+        if kind in TENSOR_KINDS:
+            return value.but(kind=TENSOR if kind != LOSS else LOSS, layout=LAYOUT_NOT_KNOWN, shape=None,
+                             autograd=AG_GRAPH if value.autograd == AG_LEAF else value.autograd)
+        if kind == MODULE and value.module is not None:
+            if value.module.parts:
+                return join_all(value.module.parts)
+            if value.module.qualified in api.MODULE_CONTAINERS:
+                return Value(MODULE, AG_NONE, module=ModuleInfo(), device=value.device)
+        return UNKNOWN_VALUE
+
+    def _element_at(self, value: Value, path: Tuple[int, ...]) -> Value:
+        for position in path:
+            if value.kind == BOTTOM:
+                return value
+            if value.kind == CONTAINER:
+                if value.items is not None and position < len(value.items):
+                    value = value.items[position]
+                else:
+                    value = value.element or UNKNOWN_VALUE
+            elif value.kind == BATCH:
+                value = self._batch_item(value)
+            elif value.kind in TENSOR_KINDS:
+                value = value.but(kind=TENSOR if value.kind != LOSS else LOSS, layout=LAYOUT_NOT_KNOWN,
+                                  shape=None, autograd=AG_GRAPH if value.autograd == AG_LEAF else value.autograd,
+                                  activation=None)
+            elif value.kind == INPUT:
+                value = Value(INPUT, value.autograd, LAYOUT_NOT_KNOWN)
+            else:
+                return UNKNOWN_VALUE
+        return value
+
+    # -- calls ---------------------------------------------------------------------------------
+    def _call(self, call: cst.Call, frame: Frame) -> Value:
+        func = call.func
+        kind = type(func)
+        if kind is cst.Name or kind is cst.Attribute:
+            qualified = self.sem.qualified_name(func)
+            if qualified is not None:
+                return self._library_call(qualified, call, frame)
+        if kind is cst.Name:
+            builtin = self._builtin_call(func.value, call, frame)
+            if builtin is not None:
+                return builtin
+        if kind is cst.Attribute:
+            receiver = self.value(func.value, frame)
+            if receiver.kind == BOTTOM:
+                return receiver
+            method = func.attr.value
+            result = self._method_call(receiver, method, call, frame)
+            if result is not None:
+                return result
+        callee = self.value(func, frame)
+        if callee.kind == BOTTOM:
+            return callee
+        result = self._call_value(callee, call, frame)
+        if result is UNKNOWN_VALUE:
+            return Value(UNKNOWN, site=call)  # unknown, but one object: the same one at each use
+        return result
+
+    def _call_value(self, callee: Value, call: cst.Call, frame: Frame, self_value: Optional[Value] = None) -> Value:
+        kind = callee.kind
+        if kind == FUNCTION and type(callee.detail) is cst.FunctionDef:
+            bound = callee.site if isinstance(callee.site, Value) else self_value
+            return self.call_function(callee.detail, call, frame, bound)
+        if kind == CLASS and type(callee.detail) is cst.ClassDef:
+            return self.instance_of(callee.detail, call)
+        if kind == MODULE:
+            return self._module_call(callee, call, frame)
+        if kind == CRITERION:
+            return self._loss(call, frame)
+        return UNKNOWN_VALUE
+
+    def call_function(self, function: cst.FunctionDef, call: cst.Call, frame: Frame,
+                      self_value: Optional[Value] = None, arguments: Optional[Sequence[Value]] = None) -> Value:
+        """The value a call of the same-file `function` returns, interpreted with the values of
+        the arguments it passes."""
+        binding = _bind(function, call, skip_self=self_value is not None) if arguments is None else None
+        args: Dict[int, Value] = {}
+        params = _all_params(function)
+        if self_value is not None:
+            positional = _positional_params(function)
+            if positional:
+                args[id(positional[0])] = self_value
+        if arguments is not None:
+            positional = _positional_params(function)[1 if self_value is not None else 0:]
+            for param, value in zip(positional, arguments):
+                args[id(param)] = self._as_argument(value, param)
+        elif binding is not None:
+            for param in params:
+                expression = binding.get(id(param))
+                if expression is None:
+                    if id(param) in args:
+                        continue
+                    if param.default is not None:
+                        args[id(param)] = self._default_value(param, frame)
+                    elif param.star in ("*", "**"):
+                        args[id(param)] = UNKNOWN_VALUE
+                    continue
+                if isinstance(expression, Value):
+                    args[id(param)] = expression
+                else:
+                    args[id(param)] = self._as_argument(self.value(expression, frame), param)
+        else:
+            return self._returns(function, self.generic_frame(function))
+        grad = self.grad_mode(call, frame) if call is not None else frame.grad
+        inner = self._context_frame(function, args, grad, frame)
+        return self._returns(function, inner)
+
+    def _returns(self, function: cst.FunctionDef, frame: Frame) -> Value:
+        key = ("returns", id(function), frame.key)
+        return self._memoized(key, lambda: self._compute_returns(function, frame))
+
+    def _compute_returns(self, function: cst.FunctionDef, frame: Frame) -> Value:
+        returns, yields = self._exits(function)
+        if yields:
+            return Value(CONTAINER, AG_NONE, element=join_all(
+                self.value(y.value, frame) if y.value is not None else NONE_VALUE for y in yields))
+        if not returns:
+            return NONE_VALUE
+        return join_all(self.value(r.value, frame) if r.value is not None else NONE_VALUE for r in returns)
+
+    def _exits(self, function: cst.FunctionDef):
+        cache = self.sem.__dict__.setdefault("_function_exits", {})
+        found = cache.get(id(function))
+        if found is None:
+            returns = [r for r in self.index.descendants(function.body, cst.Return)
+                       if self.sem.function_of(r) is function]
+            yields = [y for y in self.index.descendants(function.body, cst.Yield)
+                      if self.sem.function_of(y) is function]
+            found = cache[id(function)] = (returns, yields)
+        return found
+
+    def _builtin_call(self, name: str, call: cst.Call, frame: Frame) -> Optional[Value]:
+        bindings = self.scopes.lookup(name, call.func)
+        if bindings:
+            return None  # a local or imported name shadows the builtin
+        args = [a.value for a in call.args if a.keyword is None and not a.star]
+        if name in ("enumerate", "zip", "range", "list", "tuple", "sorted", "reversed", "iter", "set",
+                    "filter", "map"):
+            if name == "range":
+                return Value(CONTAINER, AG_NONE, element=NUMBER_VALUE)
+            if name == "enumerate" and args:
+                return Value(CONTAINER, AG_NONE, element=Value(
+                    CONTAINER, AG_NONE, items=(NUMBER_VALUE, self._iterate(self.value(args[0], frame)))))
+            if name == "zip":
+                return Value(CONTAINER, AG_NONE, element=Value(
+                    CONTAINER, AG_NONE, items=tuple(self._iterate(self.value(a, frame)) for a in args)))
+            if name == "map":
+                return Value(CONTAINER, AG_NONE)
+            if args:
+                inner = self.value(args[0], frame)
+                if name == "iter" and inner.kind == LOADER:
+                    return inner
+                return Value(CONTAINER, AG_NONE, element=self._iterate(inner))
+            return Value(CONTAINER, AG_NONE)
+        if name == "next" and args:
+            return self._iterate(self.value(args[0], frame))
+        if name in ("len", "int", "float", "bool", "isinstance", "hasattr", "round", "abs", "id", "hash", "ord"):
+            if name in ("float", "int", "abs", "round") and args:
+                inner = self.value(args[0], frame)
+                if inner.kind in TENSOR_KINDS and name == "abs":
+                    return self._elementwise([inner], call, frame)
+            return NUMBER_VALUE
+        if name in ("str", "repr", "format"):
+            return STRING_VALUE
+        if name == "sum" and args:
+            items = self._iterate(self.value(args[0], frame))
+            if items.kind in TENSOR_KINDS:
+                return self._op_result([items], call, frame, LAYOUT_CONTIGUOUS, shape=items.shape)
+            return NUMBER_VALUE if items.kind == NUMBER else UNKNOWN_VALUE
+        if name in ("max", "min") and len(args) >= 2:
+            return join_all(self.value(a, frame) for a in args)
+        if name == "dict":
+            return Value(CONTAINER, AG_NONE, detail="dict")
+        if name == "print":
+            return NONE_VALUE
+        if name == "getattr" and len(args) >= 2 and type(args[1]) is cst.SimpleString:
+            owner = self.value(args[0], frame)
+            try:
+                attr = args[1].evaluated_value
+            except Exception:  # noqa: BLE001
+                return UNKNOWN_VALUE
+            if isinstance(attr, str):
+                return self.attribute_of(owner, attr, call, frame)
+        return None
+
+    # -- library calls -------------------------------------------------------------------------
+    def _library_call(self, qualified: str, call: cst.Call, frame: Frame) -> Value:
+        parts = qualified.split(".")
+        head = parts[0]
+        member = parts[-1]
+        if head == "torch":
+            return self._torch_call(qualified, parts, member, call, frame)
+        if head == "torchvision" and len(parts) >= 3 and parts[1] == "models":
+            if member[:1].islower() and not member.startswith("get_"):
+                stochastic = None
+                if api.TORCHVISION_STOCHASTIC.match(qualified):
+                    stochastic = f"{member} (BatchNorm/Dropout)"
+                return Value(MODULE, AG_NONE, module=ModuleInfo(qualified, stochastic=stochastic), site=call)
+            if member[:1].isupper():
+                return Value(MODULE, AG_NONE, module=ModuleInfo(qualified), site=call)
+        if qualified in api.MODEL_ZOO and qualified != "torch.load":
+            return Value(MODULE, AG_NONE, module=ModuleInfo(qualified), site=call)
+        if head in ("tqdm",) and call.args:
+            return self.value(call.args[0].value, frame)
+        if qualified in ("copy.deepcopy", "copy.copy") and call.args:
+            inner = self.value(call.args[0].value, frame)
+            return inner.but(site=call) if inner.kind == MODULE else inner
+        if qualified in ("math.sqrt", "math.log", "math.exp", "math.pow", "math.floor", "math.ceil",
+                         "math.cos", "math.sin", "math.pi"):
+            return NUMBER_VALUE
+        if head in ("numpy", "np") or qualified.startswith("numpy."):
+            return Value(UNKNOWN, AG_NONE)
+        if qualified in ("itertools.chain",):
+            return Value(CONTAINER, AG_NONE, element=join_all(
+                self._iterate(self.value(a.value, frame)) for a in call.args if a.keyword is None))
+        if qualified == "functools.partial":
+            return UNKNOWN_VALUE
+        return UNKNOWN_VALUE
+
+    def _torch_call(self, qualified: str, parts: List[str], member: str, call: cst.Call, frame: Frame) -> Value:
+        args = [a.value for a in call.args if a.keyword is None and not a.star]
+        if len(parts) >= 3 and parts[1] == "nn":
+            if parts[2] == "functional" and len(parts) == 4:
+                return self._functional(member, qualified, args, call, frame)
+            if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter"):
+                flag = _keyword(call, "requires_grad")
+                if flag is None and len(call.args) > 1 and call.args[1].keyword is None:
+                    flag = call.args[1].value
+                data = self.value(args[0], frame) if args else UNKNOWN_VALUE
+                leaf = flag is None or (type(flag) is cst.Name and flag.value == "True")
+                return Value(PARAMETER, AG_LEAF if leaf else AG_NONE, LAYOUT_CONTIGUOUS, device=data.device,
+                             shape=data.shape, site=call)
+            if parts[2] == "init" and args:
+                return self.value(args[0], frame)
+            if api.is_nn_module_class(qualified):
+                return self._module_construction(qualified, member, args, call, frame)
+            if parts[2] == "utils":
+                return UNKNOWN_VALUE
+            return UNKNOWN_VALUE
+        if len(parts) == 3 and parts[1] == "optim" and api.is_optimizer_class(qualified):
+            owners = None
+            if args:
+                params = self.value(args[0], frame)
+                owners = _owners(params)
+            return Value(OPTIMIZER, AG_NONE, site=call, detail=owners)
+        if api.is_scheduler_class(qualified):
+            return Value(SCHEDULER, AG_NONE, site=call)
+        if qualified in api.LOADERS:
+            return Value(LOADER, AG_NONE, site=call)
+        if qualified in api.GRAD_SCALERS:
+            return Value(GRAD_SCALER, AG_NONE, site=call)
+        if qualified == "torch.device":
+            return Value(DEVICE, AG_NONE, detail=self._device_from(args[0] if args else None, call, frame))
+        if len(parts) == 3 and parts[1] == "cuda" and member in api.CUDA_TENSOR_TYPES:
+            return Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=Device(CUDA, node=call), site=call)
+        if qualified in ("torch.cuda.is_available", "torch.is_tensor", "torch.is_grad_enabled",
+                         "torch.cuda.device_count", "torch.numel"):
+            return NUMBER_VALUE
+        if len(parts) == 3 and parts[1] == "special":
+            if member in ("softmax", "expit", "log_softmax"):
+                tensor = self.value(args[0], frame) if args else UNKNOWN_VALUE
+                if member == "expit":
+                    return self._elementwise([tensor], call, frame, activation="sigmoid")
+                return self._op_result([tensor], call, frame, LAYOUT_CONTIGUOUS,
+                                       activation=("softmax", call) if member == "softmax" else None)
+            return self._op_result([self.value(a, frame) for a in args], call, frame, LAYOUT_CONTIGUOUS)
+        if qualified in ("torch.autograd.grad",):
+            return Value(CONTAINER, AG_NONE, element=Value(TENSOR, AG_MAYBE, LAYOUT_CONTIGUOUS))
+        if len(parts) != 2:
+            return UNKNOWN_VALUE
+        if member in api.FACTORIES:
+            return self._factory(member, args, call, frame)
+        if member in api.LIKE_FACTORIES:
+            source = self.value(args[0], frame) if args else UNKNOWN_VALUE
+            flag = _keyword(call, "requires_grad")
+            leaf = type(flag) is cst.Name and flag.value == "True"
+            layout = source.layout if source.layout.state in (CONTIGUOUS, PERMUTED) else LAYOUT_NOT_KNOWN
+            return Value(TENSOR, AG_LEAF if leaf else AG_NONE, layout, device=source.device, shape=source.shape,
+                         dtype=source.dtype, site=call)
+        tensors = [self.value(a, frame) for a in args]
+        if member in api.TRANSPOSING and tensors:
+            numbers = _ints(call.args[1:])
+            if numbers is None:
+                return self._op_result(tensors[:1], call, frame, LAYOUT_NOT_KNOWN)
+            return self._transposed(tensors[0], member, tuple(numbers), call)
+        if member in ("softmax", "log_softmax"):
+            return self._op_result(tensors[:1], call, frame, LAYOUT_CONTIGUOUS,
+                                   activation=("softmax", call) if member == "softmax" else None)
+        if member == "sigmoid":
+            return self._elementwise(tensors[:1], call, frame, activation="sigmoid")
+        if member in api.COMPARISONS:
+            return self._elementwise(tensors, call, frame, differentiable=False)
+        if member in api.ELEMENTWISE:
+            return self._elementwise(tensors, call, frame)
+        if member in api.CONCATENATIONS and args:
+            sequence = self.value(args[0], frame)
+            items = list(sequence.items) if sequence.items else ([sequence.element] if sequence.element else [])
+            return self._op_result(items, call, frame, LAYOUT_CONTIGUOUS)
+        if member in api.REDUCTIONS and tensors:
+            return self._reduction(tensors[0], member, call, call.args[1:], frame)
+        if member in ("reshape", "flatten", "ravel") and tensors:
+            return self._op_result(tensors[:1], call, frame, LAYOUT_CONTIGUOUS, alias=tensors[0].alias)
+        if member in api.DETACHING_METHODS and tensors:
+            return tensors[0].but(autograd=AG_NONE)
+        if member in api.NON_DIFFERENTIABLE:
+            return self._op_result(tensors, call, frame, LAYOUT_CONTIGUOUS, differentiable=False)
+        if member in api.VALUES_INDICES and tensors:
+            return self._values_indices(tensors[0], call, frame)
+        if member in ("no_grad", "enable_grad", "inference_mode", "set_grad_enabled", "manual_seed", "save",
+                      "load", "compile", "jit"):
+            return UNKNOWN_VALUE
+        if any(t.kind in TENSOR_KINDS or t.kind == INPUT for t in tensors):
+            return self._op_result(tensors, call, frame, LAYOUT_CONTIGUOUS)
+        return UNKNOWN_VALUE
+
+    def _functional(self, member: str, qualified: str, args, call: cst.Call, frame: Frame) -> Value:
+        tensors = [self.value(a, frame) for a in args]
+        if member in api.FUNCTIONAL_LOSSES:
+            return self._loss(call, frame, tensors)
+        if member in ("softmax", "log_softmax", "softmin", "gumbel_softmax"):
+            return self._op_result(tensors[:1], call, frame, LAYOUT_CONTIGUOUS,
+                                   activation=("softmax", call) if member == "softmax" else None)
+        if member == "sigmoid":
+            return self._elementwise(tensors[:1], call, frame, activation="sigmoid")
+        if member in api.FUNCTIONAL_ELEMENTWISE:
+            return self._elementwise(tensors[:1] or tensors, call, frame)
+        if member in api.FUNCTIONAL_NEW or True:
+            first = tensors[0] if tensors else UNKNOWN_VALUE
+            layout = LAYOUT_CONTIGUOUS
+            if member in api.FUNCTIONAL_LAYOUT_KEEPING and first.layout.state in (PERMUTED, MAYBE_PERMUTED):
+                layout = LAYOUT_MAYBE
+            if not tensors:
+                return Value(TENSOR, AG_UNKNOWN, layout)
+            return self._op_result(tensors, call, frame, layout)
+
+    def _factory(self, member: str, args, call: cst.Call, frame: Frame) -> Value:
+        flag = _keyword(call, "requires_grad")
+        leaf = type(flag) is cst.Name and flag.value == "True"
+        device_expr = _keyword(call, "device")
+        device = self._device_from(device_expr, call, frame) if device_expr is not None else Device(HOST, node=call)
+        dtype_expr = _keyword(call, "dtype")
+        dtype = None
+        if dtype_expr is not None:
+            dtype_value = self.value(dtype_expr, frame)
+            dtype = dtype_value.detail if dtype_value.kind == DTYPE else None
+        shape = None
+        if member in ("zeros", "ones", "empty", "rand", "randn", "full") and call.args:
+            sizes = call.args[:1] if member == "full" else call.args
+            shape = _shape_arguments([a for a in sizes if a.keyword is None])
+            if member == "full" and shape is not None and len(shape) == 1 and type(call.args[0].value) in (cst.Tuple, cst.List):
+                pass
+        return Value(TENSOR, AG_LEAF if leaf else AG_NONE, LAYOUT_CONTIGUOUS, device=device, dtype=dtype,
+                     shape=shape, site=call)
+
+    def _device_from(self, expr: Optional[cst.BaseExpression], call, frame: Frame) -> Optional[Device]:
+        """The device an expression names: a literal string, a `torch.device(...)`, a name bound to
+        one, or a device-looking expression (`device`, `args.device`) of unknown value."""
+        if expr is None:
+            return None
+        if type(expr) is cst.SimpleString:
+            try:
+                text = expr.evaluated_value
+            except Exception:  # noqa: BLE001
+                return None
+            if isinstance(text, str) and api.DEVICE_STRING.match(text):
+                where = text.split(":")[0]
+                return Device(CUDA if where == "cuda" else (HOST if where == "cpu" else (META if where == "meta" else CHOSEN)),
+                              text if where not in ("cuda", "cpu", "meta") else None, call)
+            return None
+        value = self.value(expr, frame)
+        if value.kind == DEVICE and isinstance(value.detail, Device):
+            device = value.detail
+            if device.where == CHOSEN:
+                return Device(CHOSEN, self.sem.source(expr), call)
+            return Device(device.where, device.spelled, call)
+        if value.kind == NUMBER and type(expr) is cst.Integer:
+            return Device(CUDA, None, call)
+        if type(expr) in (cst.Name, cst.Attribute) and api.DEVICE_NAME.search(
+                expr.value if type(expr) is cst.Name else expr.attr.value):
+            return Device(CHOSEN, self.sem.source(expr), call)
+        if type(expr) in (cst.IfExp, cst.FormattedString):
+            return Device(CHOSEN, self.sem.source(expr), call)
+        return None
+
+    def _module_construction(self, qualified: str, member: str, args, call: cst.Call, frame: Frame) -> Value:
+        if api.is_loss_class(qualified):
+            return Value(CRITERION, AG_NONE, detail=_canonical_loss(qualified), site=call)
+        stochastic = None
+        if api.STOCHASTIC_LAYERS.match(_canonical(qualified)):
+            if not (member.startswith("InstanceNorm") and not _is_true(_keyword(call, "track_running_stats"))):
+                stochastic = member
+        activation = api.ACTIVATION_MODULES.get(_canonical(qualified))
+        parts = None
+        canonical = _canonical(qualified)
+        if canonical in api.MODULE_CONTAINERS:
+            parts = self._container_parts(canonical, call, frame)
+            if canonical == "torch.nn.Sequential" and parts:
+                activation = self.output_activation(parts[-1])
+        stateless = member in api.STATELESS_MODULES
+        device_expr = _keyword(call, "device")
+        device = self._device_from(device_expr, call, frame) if device_expr is not None else None
+        return Value(MODULE, AG_NONE, module=ModuleInfo(canonical, stochastic=stochastic, stateless=stateless,
+                                                        activation=activation, parts=parts),
+                     site=call, device=device)
+
+    def _container_parts(self, canonical: str, call: cst.Call, frame: Frame) -> Optional[Tuple[Value, ...]]:
+        if canonical == "torch.nn.Sequential":
+            parts = []
+            for arg in call.args:
+                if arg.keyword is not None:
+                    return None
+                value = self.value(arg.value, frame)
+                if arg.star:
+                    element = self._iterate(value)
+                    if element.kind != MODULE:
+                        return None
+                    parts.append(element)
+                    continue
+                if value.kind == CONTAINER and value.detail == "dict":  # OrderedDict of layers
+                    return None
+                parts.append(value)
+            return tuple(parts)
+        if call.args and call.args[0].keyword is None:
+            value = self.value(call.args[0].value, frame)
+            element = self._iterate(value)
+            if element.kind == MODULE:
+                return (element,)
+        return None
+
+    def _loss(self, call: cst.Call, frame: Frame, tensors: Optional[List[Value]] = None) -> Value:
+        if tensors is None:
+            tensors = [self.value(a.value, frame) for a in call.args if a.keyword is None and not a.star]
+        mode = self.grad_mode(call, frame)
+        reduction = _keyword(call, "reduction")
+        scalar = reduction is None or not (type(reduction) is cst.SimpleString and "none" in reduction.value)
+        if mode == GRAD_OFF:
+            autograd = AG_NONE
+        else:
+            inputs = [t for t in tensors if t.kind in TENSOR_KINDS or t.kind == INPUT]
+            if inputs and all(t.autograd == AG_NONE for t in inputs):
+                autograd = AG_NONE
+            else:
+                autograd = AG_GRAPH
+        return Value(LOSS, autograd, LAYOUT_CONTIGUOUS, shape=() if scalar else None,
+                     device=_common_device(tensors), site=call)
+
+    def _reduction(self, tensor: Value, member: str, call: cst.Call, rest: Sequence[cst.Arg], frame: Frame) -> Value:
+        has_dim = any(a.keyword is None or a.keyword.value == "dim" for a in rest) or _keyword(call, "dim") is not None
+        differentiable = member not in api.NON_DIFFERENTIABLE_REDUCTIONS
+        keepdim = _keyword(call, "keepdim")
+        if member in ("max", "min", "median", "mode") and has_dim:
+            values = self._op_result([tensor], call, frame, LAYOUT_CONTIGUOUS)
+            indices = Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=tensor.device)
+            return Value(CONTAINER, AG_NONE, items=(values, indices), element=join(values, indices))
+        shape = None if has_dim or keepdim is not None else ()
+        result = self._op_result([tensor], call, frame, LAYOUT_CONTIGUOUS, differentiable=differentiable, shape=shape)
+        return result
+
+    def _values_indices(self, tensor: Value, call, frame) -> Value:
+        values = self._op_result([tensor], call, frame, LAYOUT_CONTIGUOUS)
+        indices = Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=tensor.device)
+        return Value(CONTAINER, AG_NONE, items=(values, indices), element=join(values, indices))
+
+    # -- modules -------------------------------------------------------------------------------
+    def _module_call(self, module: Value, call: cst.Call, frame: Frame) -> Value:
+        inputs = [self.value(a.value, frame) for a in call.args if not a.star]
+        return self.module_output(module, inputs, call, frame)
+
+    def module_output(self, module: Value, inputs: Sequence[Value], call, frame: Frame) -> Value:
+        info = module.module
+        if info is not None and info.klass is not None:
+            forward = self.method(info.klass, "forward")
+            if forward is not None:
+                return self.call_function(forward, call, frame, self_value=module, arguments=inputs)
+        mode = self.grad_mode(call, frame)
+        first = inputs[0] if inputs else UNKNOWN_VALUE
+        qualified = info.qualified if info is not None else None
+        member = qualified.rsplit(".", 1)[-1] if qualified else None
+        if info is not None and info.parts and qualified == "torch.nn.Sequential":
+            value = first
+            for part in info.parts:
+                value = self.module_output(part, [value], call, frame)
+            return value
+        if info is not None and info.stateless and member not in api.DROPOUT_MODULES:
+            layout = first.layout if member in api.LAYOUT_KEEPING_MODULES else LAYOUT_CONTIGUOUS
+            if layout.state == PERMUTED:
+                layout = LAYOUT_MAYBE
+            activation = (info.activation, call) if info.activation else None
+            return self._op_result(inputs, call, frame, layout, activation=activation)
+        if mode == GRAD_OFF:
+            autograd = AG_NONE
+        elif mode == GRAD_UNKNOWN:
+            autograd = AG_MAYBE
+        else:
+            autograd = AG_GRAPH
+        layout = LAYOUT_CONTIGUOUS
+        if first.layout.state in (PERMUTED, MAYBE_PERMUTED) and (member is None or member in api.LAYOUT_KEEPING_MODULES):
+            layout = LAYOUT_MAYBE
+        activation = (info.activation, call) if info is not None and info.activation else None
+        out = Value(TENSOR, autograd, layout, device=module.device or _common_device(inputs), activation=activation)
+        if member in api.RECURRENT:
+            hidden = out.but(activation=None)
+            if member == "LSTM":
+                hidden = Value(CONTAINER, AG_NONE, items=(out, out), element=out)
+            if member == "LSTMCell":
+                return Value(CONTAINER, AG_NONE, items=(out, out), element=out)
+            return Value(CONTAINER, AG_NONE, items=(out, hidden), element=join(out, hidden))
+        return out
+
+    def _method_call(self, receiver: Value, method: str, call: cst.Call, frame: Frame) -> Optional[Value]:
+        kind = receiver.kind
+        if kind in (UNKNOWN, INPUT) and method in ("parameters", "named_parameters") and not call.args:
+            # Only modules have these: the receiver is one, of unknown class.
+            owner = Value(MODULE, AG_NONE, module=ModuleInfo(), site=identity(receiver))
+            return self._module_method(owner, method, call, frame)
+        if kind in (MODULE, INSTANCE):
+            klass = receiver.module.klass if receiver.module is not None else receiver.detail
+            if type(klass) is cst.ClassDef:
+                function = self.method(klass, method)
+                if function is not None:
+                    if method == "forward" and kind == MODULE:
+                        inputs = [self.value(a.value, frame) for a in call.args if not a.star]
+                        return self.module_output(receiver, inputs, call, frame)
+                    return self.call_function(function, call, frame, self_value=receiver)
+                if self.attribute_writes(klass, method):
+                    return None  # an attribute holding a callable: evaluated as a value call
+            if kind == MODULE:
+                return self._module_method(receiver, method, call, frame)
+            return None
+        if kind in TENSOR_KINDS or kind == INPUT:
+            return self._tensor_method(receiver, method, call, frame)
+        if kind == BATCH:
+            if method in ("to", "cuda", "cpu"):
+                return receiver.but(device=self._move_device(method, call, frame, receiver.device))
+            if method in ("items", "values", "keys"):
+                return Value(CONTAINER, AG_NONE, element=self._batch_item(receiver))
+            return None
+        if kind == CRITERION:
+            if method in ("to", "cuda", "cpu", "float", "double", "half"):
+                return receiver
+            if method == "forward":
+                return self._loss(call, frame)
+            return None
+        if kind == OPTIMIZER:
+            if method in ("step", "zero_grad"):
+                return NONE_VALUE
+            return None
+        if kind == CONTAINER:
+            if method in ("items",):
+                return Value(CONTAINER, AG_NONE, element=Value(CONTAINER, AG_NONE, items=(
+                    UNKNOWN_VALUE, receiver.element or UNKNOWN_VALUE)))
+            if method in ("values", "copy"):
+                return Value(CONTAINER, AG_NONE, element=receiver.element)
+            if method in ("get", "pop") and call.args:
+                return receiver.element or UNKNOWN_VALUE
+            if method in ("append", "extend", "insert", "clear", "update", "add"):
+                return NONE_VALUE
+            return None
+        if kind == LOADER and method in ("__iter__",):
+            return receiver
+        if kind == UNKNOWN and method in _DUCK_TENSOR_METHODS and _looks_like_a_tensor_call(call, method):
+            # Only tensors have these methods: the receiver is one, of unknown provenance.
+            return self._tensor_method(Value(TENSOR, AG_UNKNOWN, LAYOUT_CONTIGUOUS), method, call, frame)
+        return None
+
+    def _module_method(self, module: Value, method: str, call: cst.Call, frame: Frame) -> Optional[Value]:
+        if method in ("parameters",):
+            return Value(CONTAINER, AG_NONE, element=self._parameter(module.site, module.device))
+        if method == "named_parameters":
+            return Value(CONTAINER, AG_NONE, element=Value(CONTAINER, AG_NONE, items=(
+                STRING_VALUE, self._parameter(module.site, module.device))))
+        if method in ("children", "modules"):
+            return Value(CONTAINER, AG_NONE, element=Value(MODULE, AG_NONE, module=ModuleInfo(), device=module.device))
+        if method in ("named_children", "named_modules"):
+            return Value(CONTAINER, AG_NONE, element=Value(CONTAINER, AG_NONE, items=(
+                STRING_VALUE, Value(MODULE, AG_NONE, module=ModuleInfo(), device=module.device))))
+        if method in ("buffers",):
+            return Value(CONTAINER, AG_NONE, element=Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=module.device))
+        if method in api.MODULE_DEVICE_METHODS or method == "to":
+            device = self._move_device(method, call, frame, module.device)
+            if method == "to" and device is module.device:
+                return module
+            return module.but(device=device)
+        if method in api.MODULE_SELF_METHODS:
+            return module
+        if method == "forward":
+            inputs = [self.value(a.value, frame) for a in call.args if not a.star]
+            return self.module_output(module, inputs, call, frame)
+        if method in ("state_dict",):
+            return Value(CONTAINER, AG_NONE, detail="dict")
+        if method in ("register_buffer", "register_parameter", "add_module", "load_state_dict",
+                      "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook"):
+            return UNKNOWN_VALUE
+        return None
+
+    def _move_device(self, method: str, call: cst.Call, frame: Frame, current: Optional[Device]) -> Optional[Device]:
+        if method == "cuda":
+            return Device(CUDA, None, call)
+        if method == "cpu":
+            return Device(HOST, None, call)
+        if method in ("xpu", "mps"):
+            return Device(CHOSEN, method, call)
+        if method != "to":
+            return current
+        target = _keyword(call, "device")
+        if target is None and call.args and call.args[0].keyword is None:
+            target = call.args[0].value
+        if target is None:
+            return current
+        value = self.value(target, frame)
+        if value.kind == DTYPE:
+            return current
+        if value.kind in TENSOR_KINDS:
+            return value.device
+        found = self._device_from(target, call, frame)
+        return found
+
+    def _tensor_method(self, tensor: Value, method: str, call: cst.Call, frame: Frame) -> Optional[Value]:
+        args = [a.value for a in call.args if a.keyword is None and not a.star]
+        as_tensor = tensor if tensor.kind != INPUT else tensor.but(kind=TENSOR)
+        if method in api.INPLACE_METHODS:
+            return tensor
+        if method == "requires_grad_":
+            if call.args and not _is_true(call.args[0].value):
+                return tensor.but(autograd=AG_NONE)
+            fresh = tensor.autograd == AG_NONE and tensor.alias is None
+            return as_tensor.but(kind=PARAMETER if fresh else as_tensor.kind,
+                                 autograd=AG_LEAF if fresh else AG_REQUIRES)
+        if method in api.SELF_RETURNING:
+            return tensor
+        if method in api.DETACHING_METHODS:
+            return as_tensor.but(autograd=AG_NONE, kind=TENSOR if tensor.kind != LOSS else LOSS)
+        if method in api.TO_PYTHON:
+            return NUMBER_VALUE if method == "item" else Value(CONTAINER, AG_NONE, element=NUMBER_VALUE)
+        if method in api.TO_NUMPY:
+            return Value(UNKNOWN, AG_NONE)
+        if method in api.DTYPE_CASTS:
+            integer = method in ("long", "int", "short", "bool", "byte", "char")
+            same = method == "float" and tensor.dtype in (None, "float32", "float") or method == tensor.dtype
+            autograd = AG_NONE if integer else (AG_GRAPH if tensor.autograd == AG_LEAF and not same else tensor.autograd)
+            return as_tensor.but(autograd=autograd, dtype=method, alias=None, kind=as_tensor.kind if not integer else TENSOR)
+        if method in ("to", "cuda", "cpu", "type", "type_as"):
+            return self._converted(as_tensor, method, call, frame)
+        if method == "clone":
+            return as_tensor.but(autograd=AG_GRAPH if tensor.autograd == AG_LEAF else tensor.autograd, alias=None,
+                                 kind=TENSOR if tensor.kind == PARAMETER else as_tensor.kind, site=call)
+        if method == "contiguous":
+            return as_tensor.but(layout=LAYOUT_CONTIGUOUS, alias=None if tensor.layout.state != CONTIGUOUS else tensor.alias)
+        if method in ("view", "view_as"):
+            autograd = AG_GRAPH if tensor.autograd == AG_LEAF else tensor.autograd
+            if method == "view" and len(args) == 1 and self.value(args[0], frame).kind == DTYPE:
+                return as_tensor.but(autograd=autograd)
+            shape = _shape_arguments(call.args) if method == "view" else None
+            layout = LAYOUT_CONTIGUOUS if tensor.layout.state == CONTIGUOUS else LAYOUT_NOT_KNOWN
+            return as_tensor.but(autograd=autograd, shape=shape, layout=layout,
+                                 kind=TENSOR if tensor.kind == PARAMETER else as_tensor.kind)
+        if method in api.RESHAPING:
+            autograd = AG_GRAPH if tensor.autograd == AG_LEAF else tensor.autograd
+            shape = _shape_arguments(call.args) if method == "reshape" else None
+            return as_tensor.but(autograd=autograd, shape=shape, layout=LAYOUT_CONTIGUOUS,
+                                 alias=tensor.alias if tensor.layout.state == CONTIGUOUS else None,
+                                 kind=TENSOR if tensor.kind == PARAMETER else as_tensor.kind)
+        if method in api.TRANSPOSING:
+            if method == "t" and call.args:
+                return None
+            numbers = _ints(call.args) if call.args else []
+            if numbers is None:
+                return as_tensor.but(layout=LAYOUT_NOT_KNOWN, shape=None)
+            return self._transposed(as_tensor, method, tuple(numbers), call)
+        if method in api.OTHER_VIEWS:
+            autograd = AG_GRAPH if tensor.autograd == AG_LEAF else tensor.autograd
+            layout = LAYOUT_CONTIGUOUS if tensor.layout.state == CONTIGUOUS and method in (
+                "squeeze", "unsqueeze", "unflatten", "narrow", "select") else LAYOUT_NOT_KNOWN
+            return as_tensor.but(autograd=autograd, layout=layout, shape=None,
+                                 kind=TENSOR if tensor.kind == PARAMETER else as_tensor.kind,
+                                 activation=tensor.activation if method in ("squeeze", "unsqueeze") else None)
+        if method in ("softmax", "log_softmax"):
+            return self._op_result([tensor], call, frame, LAYOUT_CONTIGUOUS,
+                                   activation=("softmax", call) if method == "softmax" else None)
+        if method == "sigmoid":
+            return self._elementwise([as_tensor], call, frame, activation="sigmoid")
+        if method == "masked_fill":
+            return self._op_result([as_tensor] + [self.value(a, frame) for a in args[1:]], call, frame,
+                                   LAYOUT_CONTIGUOUS, shape=tensor.shape)
+        if method in api.COMPARISONS:
+            return self._elementwise([as_tensor] + [self.value(a, frame) for a in args], call, frame,
+                                     differentiable=False)
+        if method in api.ELEMENTWISE:
+            return self._elementwise([as_tensor] + [self.value(a, frame) for a in args], call, frame)
+        if method in api.REDUCTIONS:
+            return self._reduction(as_tensor, method, call, call.args, frame)
+        if method in api.VALUES_INDICES:
+            return self._values_indices(as_tensor, call, frame)
+        if method in api.MATMUL:
+            return self._op_result([as_tensor] + [self.value(a, frame) for a in args], call, frame, LAYOUT_CONTIGUOUS)
+        if method in api.SPLITTING:
+            piece = as_tensor.but(layout=LAYOUT_NOT_KNOWN, shape=None, alias=tensor.alias,
+                                  autograd=AG_GRAPH if tensor.autograd == AG_LEAF else tensor.autograd)
+            return Value(CONTAINER, AG_NONE, element=piece)
+        if method in api.NEW_FACTORIES:
+            return Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=tensor.device, dtype=tensor.dtype, site=call)
+        if method in ("size",):
+            return NUMBER_VALUE if args else Value(CONTAINER, AG_NONE, element=NUMBER_VALUE, detail="shape")
+        if method in ("dim", "numel", "nelement", "element_size", "is_contiguous", "get_device", "data_ptr",
+                      "stride", "is_floating_point"):
+            return NUMBER_VALUE
+        if method in ("backward", "retain_grad", "register_hook"):
+            return NONE_VALUE
+        if method in api.NON_DIFFERENTIABLE:
+            return self._op_result([as_tensor], call, frame, LAYOUT_CONTIGUOUS, differentiable=False)
+        if method in ("index_select", "gather", "masked_select", "repeat", "repeat_interleave", "roll", "flip",
+                      "cumsum", "cumprod", "tril", "triu", "diag", "outer", "index_add", "scatter", "scatter_add",
+                      "norm", "renorm", "lerp", "addmm", "where", "clamp"):
+            return self._op_result([as_tensor] + [self.value(a, frame) for a in args], call, frame, LAYOUT_CONTIGUOUS)
+        if tensor.kind in TENSOR_KINDS:
+            return self._op_result([as_tensor], call, frame, LAYOUT_NOT_KNOWN)
+        return None
+
+    def _converted(self, tensor: Value, method: str, call: cst.Call, frame: Frame) -> Value:
+        """`.to(...)`, `.cuda()`, `.cpu()`, `.type(...)`: a new device or dtype, same layout. A
+        leaf moved or cast is no longer a leaf when the move or cast certainly changes something;
+        when it may (`.to(device)` of a chosen device) its leafness is unknown."""
+        device = tensor.device
+        dtype = tensor.dtype
+        change = _NO_CHANGE
+        if method in ("cuda", "cpu"):
+            device = self._move_device(method, call, frame, tensor.device)
+            change = _device_change(tensor.device, device)
+        elif method == "to":
+            for arg in call.args:
+                if arg.keyword is not None and arg.keyword.value not in ("device", "dtype"):
+                    continue
+                value = self.value(arg.value, frame)
+                if (arg.keyword is not None and arg.keyword.value == "dtype") or value.kind == DTYPE:
+                    dtype = value.detail if value.kind == DTYPE else None
+                    same = dtype in ("float32", "float") and tensor.dtype in (None, "float32", "float") \
+                        or (dtype is not None and dtype == tensor.dtype)
+                    change = max(change, _NO_CHANGE if same else (_CHANGE if dtype is not None else _MAY_CHANGE))
+                elif value.kind in TENSOR_KINDS:
+                    change = max(change, _device_change(tensor.device, value.device))
+                    device = value.device
+                else:
+                    found = self._device_from(arg.value, call, frame)
+                    change = max(change, _device_change(tensor.device, found))
+                    device = found
+        elif method in ("type", "type_as"):
+            change = _MAY_CHANGE
+            dtype = None
+        autograd = tensor.autograd
+        if autograd == AG_LEAF and change != _NO_CHANGE:
+            autograd = AG_GRAPH if change == _CHANGE else AG_REQUIRES
+        kind = TENSOR if tensor.kind == PARAMETER and autograd != AG_LEAF else tensor.kind
+        return tensor.but(device=device, dtype=dtype, autograd=autograd,
+                          alias=tensor.alias if change == _NO_CHANGE else None, kind=kind)
+
+
+_NO_CHANGE, _MAY_CHANGE, _CHANGE = 0, 1, 2
+
+
+def _device_change(before: Optional[Device], after: Optional[Device]) -> int:
+    """Whether moving a tensor from `before` to `after` certainly copies it (_CHANGE), may
+    (_MAY_CHANGE: a chosen or unknown device), or certainly does not."""
+    if before is None or after is None:
+        return _MAY_CHANGE
+    if before.where in (HOST, CUDA, META) and after.where in (HOST, CUDA, META):
+        return _NO_CHANGE if before.where == after.where and before.spelled == after.spelled else _CHANGE
+    return _NO_CHANGE if before == after else _MAY_CHANGE
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _looks_like_a_tensor_call(call: cst.Call, method: str) -> bool:
+    """`x.sigmoid()`, `x.t()`: called as the tensor method is (`self.sigmoid(z)` calls a submodule
+    named like one)."""
+    receiver = call.func.value
+    if type(receiver) is cst.Name and receiver.value == "self":
+        return False
+    return not (method in ("sigmoid", "t", "contiguous", "detach") and call.args)
+
+
+def _keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg.value
+    return None
+
+
+def _is_true(node) -> bool:
+    return type(node) is cst.Name and node.value == "True"
+
+
+def _canonical(qualified: str) -> str:
+    """`torch.nn.modules.loss.MSELoss` -> `torch.nn.MSELoss`."""
+    parts = qualified.split(".")
+    if len(parts) == 5 and parts[:3] == ["torch", "nn", "modules"]:
+        return f"torch.nn.{parts[4]}"
+    return qualified
+
+
+def _canonical_loss(qualified: str) -> str:
+    return _canonical(qualified)
+
+
+def _common_device(values: Sequence[Value]) -> Optional[Device]:
+    devices = [v.device for v in values if v.kind in TENSOR_KINDS and v.device is not None]
+    if not devices:
+        return None
+    first = devices[0]
+    return first if all(d == first for d in devices) else None
+
+
+def _owners(params: Value) -> Optional[frozenset]:
+    """The modules (by construction site) whose parameters `params` holds."""
+    element = params.element if params.kind == CONTAINER else None
+    if element is None:
+        return None
+    if element.kind == PARAMETER and element.site is not None:
+        return frozenset({id(element.site)})
+    if element.kind == CONTAINER and element.element is not None and element.element.kind == PARAMETER \
+            and element.element.site is not None:
+        return frozenset({id(element.element.site)})
+    return None
+
+
+def _positional_params(function: cst.FunctionDef) -> List[cst.Param]:
+    params = function.params
+    return list(params.posonly_params) + list(params.params)
+
+
+def _all_params(function: cst.FunctionDef) -> List[cst.Param]:
+    params = function.params
+    found = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if type(star) is cst.Param:
+            found.append(star)
+    return found
+
+
+def _bind(function: cst.FunctionDef, call: cst.Call, skip_self: bool) -> Optional[Dict[int, cst.BaseExpression]]:
+    """{param id: argument expression} for `call` of `function`; None when the call unpacks
+    arguments (`*args`, `**kwargs`) in a way that hides which parameter gets what."""
+    positional = _positional_params(function)
+    if skip_self:
+        positional = positional[1:]
+    keyword_params = {p.name.value: p for p in positional + list(function.params.kwonly_params)}
+    binding: Dict[int, cst.BaseExpression] = {}
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            param = keyword_params.get(arg.keyword.value)
+            if param is not None:
+                binding[id(param)] = arg.value
+            continue
+        if position < len(positional):
+            binding[id(positional[position])] = arg.value
+            position += 1
+    return binding
+
+
+def _ints(args: Sequence[cst.Arg]) -> Optional[List[int]]:
+    """`(0, 2, 1)` spelled as arguments or as one tuple/list argument."""
+    if any(arg.keyword is not None or arg.star for arg in args):
+        return None
+    if len(args) == 1 and type(args[0].value) in (cst.Tuple, cst.List):
+        elements = args[0].value.elements
+        if any(type(element) is cst.StarredElement for element in elements):
+            return None
+        values = [element.value for element in elements]
+    else:
+        values = [arg.value for arg in args]
+    numbers = []
+    for value in values:
+        number = _int(value)
+        if number is None:
+            return None
+        numbers.append(number)
+    return numbers
+
+
+def _int(expr: cst.BaseExpression) -> Optional[int]:
+    if type(expr) is cst.Integer:
+        return int(expr.value, 0)
+    if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus:
+        inner = _int(expr.expression)
+        return None if inner is None else -inner
+    return None
+
+
+def _shape_arguments(args: Sequence[cst.Arg]):
+    if len(args) == 1 and type(args[0].value) in (cst.Tuple, cst.List) and not args[0].star:
+        elements = args[0].value.elements
+        if any(type(element) is cst.StarredElement for element in elements):
+            return None
+        return tuple(Dim(element.value) for element in elements)
+    if not args or any(arg.star or arg.keyword is not None for arg in args):
+        return None
+    return tuple(Dim(arg.value) for arg in args)
+
+
+def _order(operation: str, numbers: Tuple[int, ...], rank: Optional[int]) -> Optional[Tuple[int, ...]]:
+    if rank is None and operation == "permute" and numbers:
+        rank = len(numbers)
+    if rank is None:
+        return None
+    found = permutation(operation, numbers, rank)
+    return None if found is None else tuple(found)
+
+
+def _undoes(layout: Layout, operation: str, numbers: Tuple[int, ...]) -> bool:
+    """Whether `operation(*numbers)` undoes `layout`'s permutation at every rank the two allow
+    (`x.transpose(1, 2).transpose(1, 2)` of a tensor of unknown rank)."""
+    if layout.operation is None:
+        return False
+    touched = [n + 1 if n >= 0 else -n for n in layout.numbers + numbers] or [2]
+    lowest = max([2] + touched)
+    for rank in range(lowest, lowest + 4):
+        first = permutation(layout.operation, layout.numbers, rank)
+        second = permutation(operation, numbers, rank)
+        if first is None or second is None or [first[i] for i in second] != list(range(rank)):
+            return False
+    return True
+
+
+def _permute_shape(shape, order):
+    if shape is None or order is None or len(shape) != len(order):
+        return None
+    return tuple(shape[i] for i in order)
+
+
+def _index_kind(node: cst.Subscript) -> Tuple[bool, bool]:
+    """(basic indexing — slices, integers, None, Ellipsis —, only slices and Ellipsis)."""
+    slices_only = True
+    for element in node.slice:
+        inner = element.slice
+        if type(inner) is cst.Slice:
+            continue
+        value = inner.value
+        if type(value) is cst.Ellipsis:
+            continue
+        slices_only = False
+        if type(value) is cst.UnaryOperation:
+            value = value.expression
+        if type(value) is cst.Integer:
+            continue
+        if type(value) is cst.Name and value.value == "None":
+            continue
+        return False, False
+    return True, slices_only
+
+
+def _indexed_layout(layout: Layout, node: cst.Subscript) -> Layout:
+    """The layout after basic indexing with integers: the remaining dimensions keep their memory
+    order (`x[:, 0]` of a tensor laid out in order is in order; of a permuted one, the permutation
+    of the dimensions left)."""
+    if layout.state == CONTIGUOUS:
+        return LAYOUT_CONTIGUOUS
+    if layout.state != PERMUTED or layout.order is None:
+        return LAYOUT_NOT_KNOWN
+    dropped = []
+    for position, element in enumerate(node.slice):
+        inner = element.slice
+        if type(inner) is cst.Slice:
+            continue
+        value = inner.value
+        if type(value) is cst.UnaryOperation:
+            value = value.expression
+        if type(value) is not cst.Integer:
+            return LAYOUT_NOT_KNOWN  # `None` or `...` shift the positions
+        dropped.append(position)
+    if len(node.slice) > len(layout.order):
+        return LAYOUT_NOT_KNOWN
+    kept = [o for position, o in enumerate(layout.order) if position not in dropped]
+    ranks = sorted(kept)
+    order = tuple(ranks.index(o) for o in kept)
+    if order == tuple(range(len(order))):
+        return LAYOUT_CONTIGUOUS
+    return Layout(PERMUTED, layout.source, "permute", order, order, len(order))
+
+
+def _literal_position(node: cst.Subscript) -> Optional[int]:
+    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
+        return None
+    return _int(node.slice[0].slice.value)
+
+
+def _literal_key(node: cst.Subscript) -> Optional[str]:
+    if len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Index:
+        return None
+    value = node.slice[0].slice.value
+    if type(value) is cst.SimpleString:
+        try:
+            text = value.evaluated_value
+        except Exception:  # noqa: BLE001
+            return None
+        return text if isinstance(text, str) else None
+    return None
+
+
+def _is_slice(node: cst.Subscript) -> bool:
+    return len(node.slice) == 1 and type(node.slice[0].slice) is cst.Slice
+
+
+_HANDLERS = {
+    cst.Name: Values._name,
+    cst.Attribute: Values._attribute,
+    cst.Call: Values._call,
+    cst.Subscript: Values._subscript,
+    cst.BinaryOperation: Values._binary,
+    cst.UnaryOperation: Values._unary,
+    cst.Comparison: Values._comparison,
+    cst.BooleanOperation: Values._boolean,
+    cst.IfExp: Values._if_expression,
+    cst.Integer: Values._number,
+    cst.Float: Values._number,
+    cst.Imaginary: Values._number,
+    cst.SimpleString: Values._string,
+    cst.ConcatenatedString: Values._string,
+    cst.FormattedString: Values._string,
+    cst.Tuple: Values._sequence,
+    cst.List: Values._sequence,
+    cst.Set: Values._set,
+    cst.Dict: Values._dict,
+    cst.ListComp: Values._comprehension,
+    cst.SetComp: Values._comprehension,
+    cst.GeneratorExp: Values._comprehension,
+    cst.DictComp: Values._dict_comprehension,
+    cst.Lambda: Values._lambda,
+    cst.NamedExpr: Values._walrus,
+}

@@ -1,0 +1,52 @@
+"""What a run tells the user at the end: the report in the chosen format and the exit code (0
+clean, 1 findings, 2 usage/config/internal error). Shared by the lint and fix commands."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def report(run, results, fixed: int = 0, fix_listing=()) -> None:
+    """Write the report in the chosen format; the text formats close with a summary that counts
+    `fixed` findings and shows `fix_listing` (from `--fix` / `--show-fixes`)."""
+    from torchlint.output import writer
+
+    name = run.args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
+    options = {
+        "statistics": run.args.statistics,
+        "unsafe_fixes": run.args.unsafe_fixes,
+        "quiet": run.args.quiet,
+        "config": run.config,
+        "fixed": fixed,
+        "fix_listing": list(fix_listing),
+    }
+    if name == "full":
+        options["sources"] = _sources(run, results)
+    writer(name)(results, run.out, options)
+
+
+def _sources(run, results) -> dict:
+    from torchlint.source import SourceError, decode_source
+
+    sources = {}
+    for result in results:
+        if not result.findings or result.path.endswith(".ipynb"):
+            continue
+        try:
+            data = run.stdin_source if run.stdin_source is not None else Path(result.path).read_bytes()
+            sources[(result.path, None)] = decode_source(data).text
+        except (OSError, SourceError):
+            pass
+    return sources
+
+
+def exit_code(run, results) -> int:
+    if any(r.internal_error for r in results):
+        return EXIT_ERROR
+    findings = any(f for r in results for f in r.findings)
+    if findings and not run.args.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
