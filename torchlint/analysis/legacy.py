@@ -186,46 +186,69 @@ def render_in_place(sem: "Semantic", original: cst.CSTNode, replacement: cst.CST
     return "".join(state.tokens)
 
 
-# -- values reaching a parameter ------------------------------------------------------------------
+# -- the expressions a name or attribute may hold ----------------------------------------------
+
+def bound_values(sem: "Semantic", expr: cst.BaseExpression) -> Optional[List[cst.BaseExpression]]:
+    """The expressions that may give `expr` its value where it is read: for a name, the value of
+    every definition that may reach it; for `self.attr`, every value written to it in the class.
+    None when one of them is not a plain assignment (a parameter, a loop target, a tuple target)
+    or the answer is not known."""
+    if isinstance(expr, cst.Name):
+        definitions = reaching_definitions(sem, expr)
+        if not definitions:
+            return None
+        values = []
+        for definition in definitions:
+            if definition.kind != "assign" or definition.path != () or definition.value is None:
+                return None
+            values.append(definition.value)
+        return values
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value == "self":
+        klass = sem.class_of_method(sem.method_of(expr))
+        if klass is None:
+            return None
+        writes = sem.values.attribute_writes(klass, expr.attr.value)
+        if not writes or any(value is None or path for value, _, path, _ in writes):
+            return None
+        return [value for value, _, _, _ in writes]
+    return None
+
+
+def values_satisfy(sem: "Semantic", expr: cst.BaseExpression, predicate) -> bool:
+    """Every expression `expr` may hold (see `bound_values`) satisfies `predicate`."""
+    values = bound_values(sem, expr)
+    return bool(values) and all(predicate(value) for value in values)
+
+
+def reaching_definitions(sem: "Semantic", name: cst.Name):
+    """Every definition that may give `name` its value where it is read: in its own scope the
+    ones that may reach it, for a name from an enclosing scope (a module-level `criterion` read
+    in a function) every definition there. None when not known."""
+    definitions = sem.values.flow.reaching(name)
+    if definitions != ():
+        return definitions
+    found = sem.scopes.binding_scope(name.value, name)
+    if found is None:
+        return None
+    return tuple(sem.values.flow.bindings(found[0], name.value)) or None
+
 
 def passed_values(sem: "Semantic", name: cst.Name) -> Optional[List[cst.BaseExpression]]:
-    """For a name that is a parameter of a module-level function of this file (and not rebound
-    before `name`), the argument every call of that function in the file passes for it; None
-    when it is not such a parameter, when the function is never called here, or when a call
-    hides the argument (`*args`, `**kwargs`, the default left in place)."""
+    """For a name that is a parameter of a function of this file (and not rebound before
+    `name`), the argument every call of that function in the file passes for it; None when it is
+    not such a parameter, when the function is never called here, or when a call hides the
+    argument (`*args`, `**kwargs`, the default left in place)."""
     definition = sem.reaching_definition(name)
     if definition is None or definition.kind != "param":
         return None
     param = definition.target
     function = sem.parent(sem.parent(param))
-    if not isinstance(function, cst.FunctionDef) or not isinstance(sem.scopes.scope_of(function), cst.Module):
+    if not isinstance(function, cst.FunctionDef):
         return None
-    positional = list(function.params.posonly_params) + list(function.params.params)
-    position = next((i for i, p in enumerate(positional) if p is param), None)
     values: List[cst.BaseExpression] = []
-    for call in sem.index.nodes(cst.Call):
-        if not (isinstance(call.func, cst.Name) and call.func.value == function.name.value):
-            continue
-        bindings = sem.scopes.lookup(call.func.value, call.func) or ()
-        if [b.node for b in bindings] != [function]:
-            continue
-        value = _argument_for(call, param, position)
-        if value is None:
+    for _, binding in sem.values.call_sites(function):
+        value = binding.get(id(param)) if binding is not None else None
+        if not isinstance(value, cst.BaseExpression):
             return None
         values.append(value)
     return values or None
-
-
-def _argument_for(call: cst.Call, param: cst.Param, position: Optional[int]) -> Optional[cst.BaseExpression]:
-    index = 0
-    for arg in call.args:
-        if arg.star:
-            return None
-        if arg.keyword is not None:
-            if arg.keyword.value == param.name.value:
-                return arg.value
-            continue
-        if index == position:
-            return arg.value
-        index += 1
-    return None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis import legacy, training
-from torchlint.analysis.semantic import TENSOR_FACTORIES, method_call
+from torchlint.analysis import legacy
+from torchlint.analysis import torch_api as api
+from torchlint.analysis.semantic import method_call
+from torchlint.analysis.value import CRITERION
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -26,7 +28,7 @@ _TENSOR_METHODS = {"eq", "ne", "gt", "lt", "ge", "le", "float", "long", "int", "
                    "half", "cpu", "cuda", "to", "detach", "clone", "view", "view_as", "reshape", "squeeze",
                    "unsqueeze", "argmax", "argmin", "abs", "type_as", "contiguous", "t", "sum", "mean",
                    "masked_select", "flatten"}
-_TORCH_TENSOR_FUNCTIONS = TENSOR_FACTORIES | {
+_TORCH_TENSOR_FUNCTIONS = api.FACTORIES | api.LIKE_FACTORIES | {
     "cat", "stack", "matmul", "mm", "bmm", "exp", "log", "sigmoid", "tanh", "relu", "softmax",
     "log_softmax", "abs", "sqrt", "pow", "where", "clamp", "argmax", "argmin", "eq", "ne", "gt", "lt",
     "ge", "le", "from_numpy", "squeeze", "unsqueeze", "flatten", "masked_select", "mul", "add", "sub", "div",
@@ -160,7 +162,7 @@ def _is_zero_dim_tensor(sem, expr: cst.BaseExpression, depth: int = 8) -> bool:
     if isinstance(expr, cst.Attribute):
         if expr.attr.value == "data":
             return _is_zero_dim_tensor(sem, expr.value, depth - 1)
-        return sem.bound_value_is(expr, lambda v: _is_zero_dim_tensor(sem, v, depth - 1))
+        return legacy.values_satisfy(sem, expr, lambda v: _is_zero_dim_tensor(sem, v, depth - 1))
     if isinstance(expr, cst.BinaryOperation) and isinstance(
             expr.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide, cst.Power)):
         sides = (expr.left, expr.right)
@@ -178,26 +180,26 @@ def _is_zero_dim_tensor(sem, expr: cst.BaseExpression, depth: int = 8) -> bool:
 def _bound_or_passed(sem, expr: cst.BaseExpression, predicate) -> bool:
     """`expr` is bound to values satisfying `predicate`, or is a parameter that every call of its
     function in this file passes such a value for (`train(..., criterion, ...)`)."""
-    if sem.bound_value_is(expr, predicate):
+    if legacy.values_satisfy(sem, expr, predicate):
         return True
     values = legacy.passed_values(sem, expr) if isinstance(expr, cst.Name) else None
     return values is not None and all(predicate(value) for value in values)
 
 
 def _accumulates_zero_dim(sem, name: cst.Name, depth: int) -> bool:
-    """`loss = 0` and then `loss += criterion(out, y)` (in a loop): every binding of the name is a
-    number or a 0-dim tensor, added, subtracted, multiplied or divided in, and one is a tensor.
-    Whichever it holds, indexing it fails (a number cannot be indexed either)."""
+    """`loss = 0` and then `loss += criterion(out, y)` (in a loop): every definition that may reach
+    the name is a number or a 0-dim tensor, added, subtracted, multiplied or divided in, and one is
+    a tensor. Whichever it holds, indexing it fails (a number cannot be indexed either)."""
     if depth <= 0:
         return False
-    bindings = sem.scopes.lookup(name.value, name) or ()
+    definitions = legacy.reaching_definitions(sem, name) or ()
     tensor = False
-    for binding in bindings:
-        if binding.kind == "assign" and binding.value is not None:
-            value = binding.value
-        elif binding.kind == "augassign" and isinstance(binding.node, cst.AugAssign) \
-                and isinstance(binding.node.operator, _ACCUMULATING):
-            value = binding.node.value
+    for definition in definitions:
+        if definition.kind == "assign" and definition.path == () and definition.value is not None:
+            value = definition.value
+        elif definition.kind == "augassign" and isinstance(definition.statement, cst.AugAssign) \
+                and isinstance(definition.statement.operator, _ACCUMULATING):
+            value = definition.value
         else:
             return False
         if _is_number(value):
@@ -217,7 +219,7 @@ def _is_reducing_loss_call(sem, call: cst.Call) -> bool:
     """A torch loss call whose reduction is "mean" or "sum": `criterion(out, y)`, `F.nll_loss(...)`."""
     name = sem.qualified_name(call.func)
     if name is not None and name.startswith("torch.nn.functional."):
-        return name.rsplit(".", 1)[-1] in training.FUNCTIONAL_LOSSES \
+        return name.rsplit(".", 1)[-1] in api.FUNCTIONAL_LOSSES \
             and legacy.effective_reduction(sem, call) in ("mean", "sum")
     return _is_reducing_criterion(sem, call.func)
 
@@ -227,14 +229,29 @@ def _is_reducing_criterion(sem, expr: cst.BaseExpression, depth: int = 5) -> boo
     if depth <= 0:
         return False
     if isinstance(expr, cst.Call):
-        if training.is_loss_class(sem, expr.func):
-            name = sem.qualified_name(expr.func) or ""
+        name = sem.qualified_name(expr.func) or ""
+        if name and api.is_loss_class(name):
             return name.rsplit(".", 1)[-1] not in _NOT_SCALAR_LOSSES \
                 and legacy.effective_reduction(sem, expr) in ("mean", "sum")
         if method_call(expr, "cuda", "to", "cpu"):
             return _is_reducing_criterion(sem, expr.func.value, depth - 1)
         return False
-    return _bound_or_passed(sem, expr, lambda v: _is_reducing_criterion(sem, v, depth - 1))
+    if _bound_or_passed(sem, expr, lambda v: _is_reducing_criterion(sem, v, depth - 1)):
+        return True
+    return _model_criterion_reduces(sem, expr)
+
+
+def _model_criterion_reduces(sem, expr: cst.BaseExpression) -> bool:
+    """The value model knows `expr` as one `nn.*Loss` instance (through `self.criterion`, a
+    parameter, a container), and its construction reduces."""
+    value = sem.values.of(expr)
+    site = value.site
+    if value.kind != CRITERION or not isinstance(site, cst.Call) or isinstance(site.func, cst.Attribute) \
+            and site.func.attr.value in ("cuda", "to", "cpu"):
+        return False
+    name = sem.qualified_name(site.func) or ""
+    return bool(name) and api.is_loss_class(name) and name.rsplit(".", 1)[-1] not in _NOT_SCALAR_LOSSES \
+        and legacy.effective_reduction(sem, site) in ("mean", "sum")
 
 
 def _is_full_reduction(sem, expr: cst.BaseExpression, any_receiver: bool, depth: int = 8) -> bool:
@@ -244,7 +261,7 @@ def _is_full_reduction(sem, expr: cst.BaseExpression, any_receiver: bool, depth:
     if depth <= 0:
         return False
     if isinstance(expr, cst.Name):
-        return sem.bound_value_is(expr, lambda v: _is_full_reduction(sem, v, any_receiver, depth - 1))
+        return legacy.values_satisfy(sem, expr, lambda v: _is_full_reduction(sem, v, any_receiver, depth - 1))
     if not isinstance(expr, cst.Call) or any(arg.star for arg in expr.args):
         return False
     keywords = [arg.keyword.value for arg in expr.args if arg.keyword is not None]
@@ -285,7 +302,7 @@ def _is_tensor(sem, expr: cst.BaseExpression, depth: int = 4) -> bool:
     if isinstance(expr, cst.Name):
         if _unpacked_from_tuple_of_tensors(sem, expr, depth - 1):
             return True
-        return sem.bound_value_is(expr, lambda v: _is_tensor(sem, v, depth - 1))
+        return legacy.values_satisfy(sem, expr, lambda v: _is_tensor(sem, v, depth - 1))
     return False
 
 
@@ -305,15 +322,12 @@ def _is_tuple_of_tensors(sem, call: cst.BaseExpression, depth: int) -> bool:
 
 def _unpacked_from_tuple_of_tensors(sem, name: cst.Name, depth: int) -> bool:
     """`_, pred = torch.max(out.data, 1)` binds `pred` to a tensor."""
-    definition = sem.reaching_definition(name)
-    statement = definition.statement if definition is not None else None
-    if not isinstance(statement, cst.Assign) or len(statement.targets) != 1:
+    definitions = legacy.reaching_definitions(sem, name)
+    if not definitions or len(definitions) != 1:
         return False
-    target = statement.targets[0].target
-    if not isinstance(target, cst.Tuple):
-        return False
-    bound = any(isinstance(e.value, cst.Name) and e.value.value == name.value for e in target.elements)
-    return bound and _is_tuple_of_tensors(sem, statement.value, depth)
+    definition = definitions[0]
+    return definition.kind == "assign" and definition.path is not None and len(definition.path) == 1 \
+        and _is_tuple_of_tensors(sem, definition.value, depth)
 
 
 def _returns_zero_dim(sem, call: cst.Call, depth: int) -> bool:

@@ -6,6 +6,7 @@ from typing import Optional, Set
 
 import libcst as cst
 
+from torchlint.analysis import legacy
 from torchlint.rules.base import Rule, RuleContext
 
 _FUNCTION_BASES = ("torch.autograd.Function", "torch.autograd.function.Function")
@@ -152,6 +153,6 @@ def _bound_instance(sem, expr: cst.BaseExpression) -> Optional[cst.ClassDef]:
             found.append(klass)
         return klass is not None
 
-    if sem.bound_value_is(expr, is_instance) and len(set(map(id, found))) == 1:
+    if legacy.values_satisfy(sem, expr, is_instance) and len(set(map(id, found))) == 1:
         return found[0]
     return None

@@ -113,9 +113,9 @@ def _is_scheduler(sem, expr: cst.BaseExpression) -> bool:
     """A torch LR scheduler stepped without a metric: bound to `lr_scheduler.StepLR(...)` and
     the like, or spelled like one (`scheduler`, `exp_lr_scheduler`, `sched`) in a file that
     builds a torch scheduler (the tutorials pass it to `train_model(..., scheduler, ...)`)."""
-    if sem.bound_value_is(expr, lambda value: _is_scheduler_construction(sem, value) is True):
+    if legacy.values_satisfy(sem, expr, lambda value: _is_scheduler_construction(sem, value) is True):
         return True
-    if sem.bound_value_is(expr, lambda value: True):
+    if legacy.values_satisfy(sem, expr, lambda value: True):
         return False  # bound to something else
     name = training.last_identifier(expr)
     if name is None or not _SCHEDULER_NAME.search(name):
