@@ -4,6 +4,7 @@
     python bench/benchmark.py                      # installed torch (+ timm, torchvision, ... if present)
     python bench/benchmark.py --corpus DIR [...]   # any directories or files
     python bench/benchmark.py --repeat 3 --torchfix /path/to/venv/bin/torchfix
+    python bench/benchmark.py --corpus LIBS --scripts pytorch-examples/   # library and script code
 
 Measured over the same files, each the median of --repeat runs, wall clock, whole processes
 (start-up included, as a user feels it):
@@ -135,6 +136,9 @@ def main(argv=None) -> int:
     parser.add_argument("--torchfix-repeat", type=int, help="runs of TorchFix (default --repeat; it is slow)")
     parser.add_argument("--skip", action="append", default=[],
                         help="measurements to leave out: floor, cold1, coldN, warm1, warmN, torchfix, small")
+    parser.add_argument("--scripts", action="append",
+                        help="a second corpus of training-script code (repeatable): its floor and cold 1-job "
+                             "run are measured too, since small files show the per-file analysis cost")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
 
@@ -167,9 +171,9 @@ def main(argv=None) -> int:
                          "files_per_s": len(files) / median if median else float("inf")}
         print(f"  {name:<12} {median:8.2f} s  ({', '.join(f'{s:.2f}' for s in seconds_list)})", flush=True)
 
-    def torchlint(jobs, cache):
+    def torchlint(jobs, cache, paths=None):
         command = [python, "-m", "torchlint", "--exit-zero", "--output-format", "json",
-                   "--jobs", str(jobs), "--cache-dir", str(cache), *files]
+                   "--jobs", str(jobs), "--cache-dir", str(cache), *(paths or files)]
         seconds, completed = timed(command, cwd=str(work), env=env)
         if completed.returncode not in (0, 1):
             raise SystemExit(f"torchlint failed: {completed.stderr.decode()[-2000:]}")
@@ -210,6 +214,23 @@ def main(argv=None) -> int:
     elif "torchfix" not in args.skip:
         print("  torchfix     not installed (pip install torchfix, or --torchfix PATH)")
 
+    scripts = None
+    if args.scripts:
+        script_files = collect(args.scripts)
+        script_listing = work / "scripts.txt"
+        script_listing.write_text("\n".join(script_files) + "\n", encoding="utf-8")
+        floor_runs, cold_runs = [], []
+        for run_number in range(args.repeat):
+            seconds, _ = timed([python, "-c", FLOOR, str(script_listing)], env=env)
+            floor_runs.append(seconds)
+            seconds, script_found, _ = torchlint(1, work / f"cache-scripts-{run_number}", script_files)
+            cold_runs.append(seconds)
+        scripts = {"files": len(script_files), "lines": count_lines(script_files),
+                   "floor": statistics.median(floor_runs), "cold": statistics.median(cold_runs),
+                   "floor_runs": floor_runs, "cold_runs": cold_runs, "findings": script_found}
+        print(f"  scripts floor {scripts['floor']:7.2f} s  ({', '.join(f'{s:.2f}' for s in floor_runs)})", flush=True)
+        print(f"  scripts cold  {scripts['cold']:7.2f} s  ({', '.join(f'{s:.2f}' for s in cold_runs)})", flush=True)
+
     if "small" not in args.skip:
         runs = []
         for _ in range(max(5, args.repeat)):
@@ -240,6 +261,9 @@ def main(argv=None) -> int:
     print()
     if c1 and floor:
         print(f"cold 1 job / floor       {c1 / floor:5.2f}   (target <= 1.5)")
+    if scripts:
+        print(f"scripts: cold / floor    {scripts['cold'] / scripts['floor']:5.2f}   (target <= 1.5; "
+              f"{scripts['files']} files, {scripts['lines']} lines, {scripts['findings']} findings)")
     if c1 and torchfix:
         print(f"files/s vs TorchFix      {torchfix / c1:5.1f}x  (target >= 5)")
     if c1 and w1:
@@ -250,7 +274,8 @@ def main(argv=None) -> int:
         print(f"one small file           {figures_small['seconds']:5.2f} s (target <= 0.6)")
     if args.json:
         Path(args.json).write_text(json.dumps({"files": len(files), "lines": lines, "cpus": os.cpu_count(),
-                                               "figures": figures, "small_file": figures_small}, indent=2))
+                                               "figures": figures, "small_file": figures_small,
+                                               "scripts": scripts}, indent=2))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

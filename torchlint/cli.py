@@ -15,7 +15,7 @@ from typing import List, Optional, Sequence, TextIO
 
 from torchlint import __version__
 
-from torchlint.report import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, exit_code, report
+from torchlint.report import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, exit_code, report  # noqa: F401
 
 
 class UsageError(Exception):

@@ -113,11 +113,12 @@ def requires_grad_turned_off(sem: "Semantic", expr: cst.BaseExpression, node: cs
     for assign in sem.index.descendants(scope, cst.Assign):
         for target in assign.targets:
             t = target.target
-            if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and dotted_name(t.value) == name:
+            if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and dotted_name(t.value) == name \
+                    and _may_run_before(sem, assign, node):
                 return True
     for call in sem.index.nodes(cst.Call):
         if method_call(call, "requires_grad_") and dotted_name(call.func.value) in owners:
-            if call.args and not _is_true_literal(call.args[0].value):
+            if call.args and not _is_true_literal(call.args[0].value) and _may_run_before(sem, call, node):
                 return True
     child = node
     for ancestor in sem.ancestors(node):
@@ -131,6 +132,17 @@ def requires_grad_turned_off(sem: "Semantic", expr: cst.BaseExpression, node: cs
             return True
         child = ancestor
     return False
+
+
+def _may_run_before(sem: "Semantic", other: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether `other` may run before `node`: it is elsewhere (another function), earlier in the
+    same function, or in a loop around both (`E.requires_grad = False` after the write that
+    raises does not help)."""
+    if sem.function_of(other) is not sem.function_of(node):
+        return True
+    if sem.index.order[other] < sem.index.order[node]:
+        return True
+    return any(sem.index.contains(loop, other) for loop in sem.enclosing_loops(node))
 
 
 def _is_true_literal(node: cst.BaseExpression) -> bool:
@@ -172,7 +184,7 @@ def forward_method(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.FunctionD
     if function is None or function.name.value != "forward":
         return None
     klass = sem.class_of_method(function)
-    if klass is None or klass not in sem.module_classes():
+    if klass is None or not sem.is_module_class(klass):
         return None
     return function
 

@@ -9,7 +9,7 @@ answer is "no" when the code does not make it clear, so the rules built on them 
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Optional
+from typing import List, Optional
 
 import libcst as cst
 
@@ -30,22 +30,27 @@ def certainly_no_grad(sem: Semantic, node: cst.CSTNode) -> bool:
 def mentions_grad_switch(sem: Semantic, node: cst.CSTNode) -> bool:
     """Calls under `node` (following same-file functions) that switch grad mode by hand:
     `torch.set_grad_enabled(...)`, `torch.enable_grad()`."""
-    for call in sem.calls_under(node):
-        if sem.is_torch(call, "torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
-                        "torch.enable_grad", "torch.autograd.enable_grad", "torch._C._set_grad_enabled"):
-            return True
-    return False
+    cache = sem.__dict__.setdefault("_grad_switches", {})
+    found = cache.get(id(node))
+    if found is None:
+        found = cache[id(node)] = any(
+            sem.is_torch(call, "torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                         "torch.enable_grad", "torch.autograd.enable_grad", "torch._C._set_grad_enabled")
+            for call in sem.calls_under(node))
+    return found
 
 
 def has_backward(sem: Semantic, node: cst.CSTNode) -> bool:
     """Whether anything under `node` (following same-file functions) computes gradients:
     `.backward()`, `torch.autograd.backward/grad`, `optimizer.step()`, `manual_backward`."""
-    for call in sem.calls_under(node):
-        if sem.is_backward_call(call) or sem.is_torch(call, "torch.autograd.grad"):
-            return True
-        if method_call(call, "manual_backward", "step"):
-            return True
-    return False
+    cache = sem.__dict__.setdefault("_has_backward", {})
+    found = cache.get(id(node))
+    if found is None:
+        found = cache[id(node)] = any(
+            method_call(call, "manual_backward", "step") or sem.is_backward_call(call)
+            or sem.is_torch(call, "torch.autograd.grad")
+            for call in sem.calls_under(node))
+    return found
 
 
 # -- evaluation loops ---------------------------------------------------------------------------

@@ -148,7 +148,6 @@ class Index:
         self._ends: Optional[List[int]] = None
         self._position_lists: Dict[type, List[int]] = {}
         self._name_positions: Optional[Dict[str, List[int]]] = None
-        self._names_by_spelling: Optional[Dict[str, List[cst.Name]]] = None
         self._walk(module)
         self.parent = _Parents(self._number, self._parent_numbers, self.preorder)
         self.order = _Order(self._number)
@@ -237,13 +236,7 @@ class Index:
         start = self._number.get(id(node))
         if start is None:
             return True
-        if self._name_positions is None:
-            table: Dict[str, List[int]] = {}
-            number = self._number
-            for each in self.by_type.get(cst.Name, ()):
-                table.setdefault(each.value, []).append(number[id(each)])
-            self._name_positions = table
-        positions = self._name_positions.get(name)
+        positions = self._name_table().get(name)
         if not positions:
             return False
         first = bisect_left(positions, start)
@@ -251,12 +244,18 @@ class Index:
 
     def names_spelled(self, name: str) -> List[cst.Name]:
         """Every `Name` node spelled `name`, in document order."""
-        table = self._names_by_spelling
-        if table is None:
-            table = self._names_by_spelling = {}
+        preorder = self.preorder
+        return [preorder[position] for position in self._name_table().get(name, ())]
+
+    def _name_table(self) -> Dict[str, List[int]]:
+        """Spelling -> pre-order numbers of the `Name` nodes spelled so, in document order."""
+        if self._name_positions is None:
+            table: Dict[str, List[int]] = {}
+            number = self._number
             for each in self.by_type.get(cst.Name, ()):
-                table.setdefault(each.value, []).append(each)
-        return table.get(name, [])
+                table.setdefault(each.value, []).append(number[id(each)])
+            self._name_positions = table
+        return self._name_positions
 
     def _walk_descendants(self, node: cst.CSTNode, node_type) -> Iterator[cst.CSTNode]:
         stack = list(iter_children(node))

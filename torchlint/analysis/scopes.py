@@ -54,16 +54,17 @@ def dotted_name(node: cst.BaseExpression) -> Optional[str]:
 class Scopes:
     def __init__(self, index: Index) -> None:
         self.index = index
-        self._scope_of: Dict[cst.CSTNode, cst.CSTNode] = {}
+        # Keyed by id(node): LibCST nodes hash through a Python-level `__hash__`.
+        self._scope_of: Dict[int, cst.CSTNode] = {}
         self._bindings: Optional[Dict[cst.CSTNode, Dict[str, List[Binding]]]] = None
-        self._qualified: Dict[cst.CSTNode, Optional[str]] = {}
+        self._qualified: Dict[int, Optional[str]] = {}
         self._imported_names: Optional[frozenset] = None
 
     # -- which scope a node is in -------------------------------------------------------------
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
         """The innermost scope whose code evaluates `node` (a def's own name is outside it)."""
         cache = self._scope_of
-        cached = cache.get(node)
+        cached = cache.get(id(node))
         if cached is not None:
             return cached
         parent_of = self.index.parent
@@ -79,7 +80,7 @@ class Scopes:
                 # Decorators, bases, defaults and annotations of a def run in the enclosing scope.
                 scope = current
                 break
-            known = cache.get(current)
+            known = cache.get(id(current))
             if known is not None:
                 scope = known
                 break
@@ -87,7 +88,7 @@ class Scopes:
             child = current
             current = parent_of.get(current)
         for visited in path:
-            cache[visited] = scope
+            cache[id(visited)] = scope
         return scope
 
     def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
@@ -252,14 +253,15 @@ class Scopes:
     def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
         """`torch.nn.functional.relu` for `F.relu` when `F` is `torch.nn.functional`, else None."""
         cache = self._qualified
-        if node in cache:
-            return cache[node]
+        key = id(node)
+        if key in cache:
+            return cache[key]
         answer = None
         dotted = dotted_name(node) if type(node) in _NAME_TYPES else None
         # Only a name some import binds can resolve: most names are settled without a lookup.
         if dotted is not None and dotted.partition(".")[0] in self.imported_names:
             answer = self._resolve_dotted(dotted, node)
-        cache[node] = answer
+        cache[key] = answer
         return answer
 
     @property

@@ -18,7 +18,8 @@ from torchlint.analysis.index import Index
 from torchlint.analysis.scopes import Scopes, dotted_name
 
 from torchlint.analysis.torch_api import MODULE_BASES as _MODULE_BASES
-from torchlint.analysis.torch_api import MODULE_SELF_METHODS, NN_NON_MODULES as _NN_NON_MODULES
+from torchlint.analysis.torch_api import MODULE_SELF_METHODS  # noqa: F401 (rules import it from here)
+from torchlint.analysis.torch_api import NN_NON_MODULES as _NN_NON_MODULES
 
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
@@ -59,6 +60,41 @@ class Semantic:
         self._calls_under: Dict[cst.CSTNode, List[cst.Call]] = {}
 
     @property
+    def called_names(self) -> frozenset:
+        """The qualified names of everything the file calls (`torch.nn.CrossEntropyLoss`, ...):
+        a cheap test before asking the value model whether a call's callee is one of them."""
+        found = self.__dict__.get("_called_names")
+        if found is None:
+            found = set()
+            imported = self.scopes.imported_names
+            for call in self.index.nodes(cst.Call):
+                func = call.func
+                root = func
+                while type(root) is cst.Attribute:
+                    root = root.value
+                if type(root) is cst.Name and root.value in imported:
+                    name = self.qualified_name(func)
+                    if name is not None:
+                        found.add(name)
+            found = self.__dict__["_called_names"] = frozenset(found)
+        return found
+
+    @property
+    def imports_torch(self) -> bool:
+        """Whether the file imports torch (or a torch framework) anywhere: what name-based guesses
+        (a parameter called `model` is a model) need before they apply."""
+        found = self.__dict__.get("_imports_torch")
+        if found is None:
+            roots = ("torch", "torchvision", "lightning", "pytorch_lightning", "timm", "transformers")
+            found = any(
+                (b.qualified_name or "").split(".")[0] in roots
+                for names in self.scopes.bindings.values() for bindings in names.values() for b in bindings
+                if b.kind == "import"
+            )
+            self.__dict__["_imports_torch"] = found
+        return found
+
+    @property
     def values(self):
         """The value model of this module (`torchlint.analysis.interpreter.Values`), built on first
         use."""
@@ -75,11 +111,22 @@ class Semantic:
 
     def is_torch(self, node: cst.CSTNode, *patterns: str) -> bool:
         """Whether `node` (a name, attribute or call) refers to one of the torch `patterns`
-        (shell-style: `torch.optim.*`)."""
-        if isinstance(node, cst.Call):
+        (exact names, or shell-style with `*`: `torch.optim.*`)."""
+        if type(node) is cst.Call:
             node = node.func
+        if type(node) is cst.Attribute and "*" not in "".join(patterns):
+            # An attribute's last part is the member's own name (only imports alias): a cheap
+            # test that settles most calls without resolving the name.
+            member = node.attr.value
+            if not any(pattern.endswith(member) and pattern[-len(member) - 1] == "." for pattern in patterns):
+                return False
         name = self.qualified_name(node)
-        return name is not None and any(fnmatchcase(name, p) for p in patterns)
+        if name is None:
+            return False
+        for pattern in patterns:
+            if pattern == name or ("*" in pattern and fnmatchcase(name, pattern)):
+                return True
+        return False
 
     def call_name(self, call: cst.Call) -> Optional[str]:
         return self.qualified_name(call.func)
@@ -267,7 +314,14 @@ class Semantic:
                             changed = True
                             break
             self._module_classes = found
+            self._module_class_ids = frozenset(id(c) for c in found)
         return self._module_classes
+
+    def is_module_class(self, klass: Optional[cst.CSTNode]) -> bool:
+        """Whether `klass` is one of `module_classes()` (by identity: no node hashing)."""
+        if self._module_classes is None:
+            self.module_classes()
+        return id(klass) in self._module_class_ids
 
     def module_class_of(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
         """The nn.Module subclass whose method contains `node`."""
@@ -275,7 +329,7 @@ class Semantic:
         while function is not None:
             klass = self.class_of_method(function)
             if klass is not None:
-                return klass if klass in self.module_classes() else None
+                return klass if self.is_module_class(klass) else None
             function = self.function_of(function)
         return None
 
@@ -294,7 +348,7 @@ class Semantic:
         return (
             method is not None
             and method.name.value == name
-            and self.class_of_method(method) in self.module_classes()
+            and self.is_module_class(self.class_of_method(method))
         )
 
 

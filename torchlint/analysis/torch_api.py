@@ -202,7 +202,7 @@ float half bfloat16 softmax sigmoid masked_fill matmul flatten numel requires_gr
 """.split())
 TENSOR_ANNOTATIONS = frozenset({"Tensor", "torch.Tensor", "FloatTensor", "torch.FloatTensor",
                                 "LongTensor", "torch.LongTensor"})
-MODULE_ANNOTATIONS = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
+MODULE_ANNOTATIONS = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"}) | MODULE_BASES
 
 # -- in-place methods ----------------------------------------------------------------------------
 # In-place tensor methods (torch 2.13 `dir(torch.Tensor)`, names ending in `_`) that write the

@@ -17,7 +17,7 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import method_call
 from torchlint.analysis.value import (
-    CONTAINER, CRITERION, GRAD_SCALER, INPUT, LOSS, MODULE, OPTIMIZER, PARAMETER, TENSOR_KINDS, UNKNOWN, identity,
+    CRITERION, GRAD_SCALER, INPUT, LOSS, MODULE, OPTIMIZER, PARAMETER, UNKNOWN, identity,
 )
 
 if TYPE_CHECKING:
@@ -140,16 +140,16 @@ def manual_update(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.BaseExpres
         return None
     if isinstance(target, cst.Attribute) and target.attr.value == "data":
         target = target.value
-    if not isinstance(target, cst.Name):
+    if not isinstance(target, cst.Name) or not sem.index.mentions(update, "grad"):
+        return None
+    if not any(attribute.attr.value == "grad" and isinstance(attribute.value, cst.Name)
+               and attribute.value.value == target.value
+               for attribute in sem.index.descendants(update, cst.Attribute)):
         return None
     value = sem.values.of(target)
     if value.kind != PARAMETER and not value.is_leaf_requiring_grad:
         return None
-    for attribute in sem.index.descendants(update, cst.Attribute):
-        if attribute.attr.value == "grad" and isinstance(attribute.value, cst.Name) \
-                and attribute.value.value == target.value:
-            return target
-    return None
+    return target
 
 
 # -- backward and gradient clearing -------------------------------------------------------------
@@ -282,10 +282,60 @@ def is_criterion(sem: "Semantic", expr: cst.BaseExpression, classes=None) -> boo
     """An instance of a `torch.nn.*Loss` class (of one of `classes` when given), as the value model
     knows it: `nn.CrossEntropyLoss()`, a name, attribute or parameter bound to one,
     `nn.CrossEntropyLoss().cuda()`."""
+    called = sem.called_names
+    if classes is not None:
+        if not any(c in called for c in classes):
+            return False  # nothing here builds one: no need to ask the value model
+    elif not any(api.is_loss_class(c) for c in called):
+        return False
+    if not _may_hold_a_criterion(sem, expr):
+        return False
     value = sem.values.of(expr)
     if value.kind != CRITERION:
         return False
     return classes is None or value.detail in classes
+
+
+def _may_hold_a_criterion(sem: "Semantic", expr: cst.BaseExpression) -> bool:
+    """A cheap test before asking the value model: `expr` is built here (`nn.MSELoss()(...)`),
+    spelled like a name some assignment binds to a loss construction (or to such a name), or a
+    parameter (callers may pass one)."""
+    if isinstance(expr, cst.Call):
+        return True
+    spelled = last_identifier(expr)
+    if spelled is None:
+        return False
+    if spelled in _criterion_spellings(sem):
+        return True
+    return isinstance(expr, cst.Name) and bool(sem.scopes.lookup(spelled, expr)) and any(
+        b.kind == "param" for b in sem.scopes.lookup(spelled, expr))
+
+
+def _criterion_spellings(sem: "Semantic") -> Set[str]:
+    found = sem.__dict__.get("_criterion_spellings")
+    if found is not None:
+        return found
+    found = set()
+    assigns = sem.index.nodes(cst.Assign)
+    changed = True
+    while changed:
+        changed = False
+        for assign in assigns:
+            value = assign.value
+            while method_call(value, "to", "cuda", "cpu") and isinstance(value.func.value, cst.Call):
+                value = value.func.value
+            hit = isinstance(value, cst.Call) and api.is_loss_class(sem.qualified_name(value.func) or "")
+            if not hit and isinstance(value, (cst.Name, cst.Attribute)):
+                hit = last_identifier(value) in found
+            if not hit:
+                continue
+            for target in assign.targets:
+                spelled = last_identifier(target.target)
+                if spelled is not None and spelled not in found:
+                    found.add(spelled)
+                    changed = True
+    sem.__dict__["_criterion_spellings"] = found
+    return found
 
 
 def is_loss_call(sem: "Semantic", call: cst.BaseExpression) -> bool:

@@ -59,6 +59,12 @@ AG_MAYBE = "maybe"  # may carry a graph: computed from inputs whose status is no
 
 _AG_REQUIRING = frozenset({AG_LEAF, AG_GRAPH, AG_REQUIRES})
 
+# -- grad modes (where a value is made) -------------------------------------------------------
+GRAD_OFF = "off"
+GRAD_ON = "on"
+GRAD_UNKNOWN = "unknown"  # `set_grad_enabled(flag)`, or callers that disagree
+GRAD_INHERITED = "inherited"  # whatever the caller runs under (taken as on)
+
 # -- devices -----------------------------------------------------------------------------------
 HOST = "host"  # certainly the CPU: a factory without `device=`, a loader's batch, `.cpu()`
 CUDA = "cuda"  # a hard-coded CUDA device: `.cuda()`, `"cuda"`, `torch.cuda.FloatTensor`

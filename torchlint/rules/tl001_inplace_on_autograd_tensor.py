@@ -7,6 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import autograd
+from torchlint.analysis.interpreter import GRAD_OFF, GRAD_UNKNOWN
 from torchlint.analysis.value import MODULE, PARAMETER, Value
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
@@ -37,8 +38,12 @@ assignment (`+=`, `-=`, `*=`, `/=`, ...) or an item/slice assignment (`w[0] = ..
 tensor written is
 
 - a leaf that requires grad: a factory called with `requires_grad=True`, `.requires_grad_()`,
-  an `nn.Parameter`, or a loop variable over `model.parameters()` / `named_parameters()`, and the
-  write is not under `torch.no_grad()` / `torch.inference_mode()`; or
+  an `nn.Parameter`, a loop variable over `model.parameters()` / `named_parameters()` (also
+  through `zip`), a layer's `.weight`/`.bias` (`m.weight.normal_()` in a `model.apply(init)`
+  initialiser), the items of `group["params"]` in a custom optimizer's `step`, or a parameter
+  passed to a same-file helper that writes into it (`init_table(self.emb.weight)` with
+  `E[:, 0::2] = ...`: reported at the write, naming the call) — and the write is not under
+  `torch.no_grad()` / `torch.inference_mode()`; or
 - an input argument of an `nn.Module.forward` that was not first rebound to a fresh tensor
   (`x = self.fc(x)` and `x = x.clone()` rebind it; `y = x`, `x.view(...)` and `x[0]` do not,
   they share its memory).
@@ -109,9 +114,11 @@ guarded by an `inplace` flag, and parameters whose `requires_grad` was switched 
             return
         kind, target = found
         base = autograd.view_base(target)
-        if autograd.grad_is_off(sem, node):
-            return
+        if sem.values.lexical_grad_mode(node) in (GRAD_OFF, GRAD_UNKNOWN):
+            return  # inside `no_grad` (or a grad switch we cannot follow)
         written = sem.values.of(base)
+        if (written.is_leaf_requiring_grad or written.alias is not None) and autograd.grad_is_off(sem, node):
+            return  # every caller runs this under no_grad
         if written.is_leaf_requiring_grad:
             if not autograd.requires_grad_turned_off(sem, base, node):
                 self._report_leaf(node, kind, base, written, self._leaf_passed_in(written, node, sem), ctx)

@@ -29,6 +29,11 @@ when nothing in the loop clears the gradients: no `zero_grad(...)` call on any o
 `p.grad = None`, no `p.grad.zero_()`, and no call of a same-file function or method that does
 one of those.
 
+The same holds for a hand-written step (`p.data -= lr * p.grad`, `p -= lr * p.grad` under
+`no_grad`, `p.data.add_(p.grad, ...)` on a parameter), also inside a helper the training loop
+calls (`sgd([w, b], lr)`), and for an optimizer whose loop clears only other modules' gradients
+(`D.zero_grad()` in a GAN loop that also steps `opt_G`, built over `G.parameters()`).
+
 Also flags a `zero_grad()` placed after the backward pass and before the step in the same
 straight-line block: the step then sees no gradients at all.
 

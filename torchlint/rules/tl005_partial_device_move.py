@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Set
+from typing import List, Set
 
 import libcst as cst
 
@@ -115,10 +115,14 @@ model parallelism (submodules moved to two or more different devices).
                 )
             return
         # a new submodule after the whole owner was moved
+        if not isinstance(value, cst.Call):
+            return
+        earlier = _whole_moves(owner, node, sem, before=True)
+        if not earlier:
+            return
         built = sem.values.of(value)
         if built.kind != MODULE or built.site is not value or not sem.values.stays_behind(built):
             return  # `model.fc = nn.Identity()` has nothing to move
-        earlier = _whole_moves(owner, node, sem, before=True)
         if earlier and _device_text(earlier[-1], sem) in _CPU_TEXTS:
             return  # moved to the CPU, where the new layer is built too
         if not earlier or _whole_moves(owner, node, sem, before=False) \

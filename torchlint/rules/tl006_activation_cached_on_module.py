@@ -64,7 +64,15 @@ for `self.f[k] = t` and `self.f.append(t)`) and is unsafe: code that deliberatel
 through the cached tensor (truncated BPTT across calls, a loss on a stored attention map) stops
 receiving gradients. There is no fix for tuple targets (`out, self.h = self.rnn(x)`).
 
+The tensor may come from a same-file helper (`self.attn = masked_softmax(scores, lens)`) or be
+one element of a tuple target (`Y, self.state = self.rnn(X, state)`, where `self.rnn` is a
+module passed to `__init__`; `Y, self.moving_mean, self.moving_var = batch_norm(...)`).
+
 Not flagged: non-tensors (`x.shape`, `x.size(0)`, flags, strings, `None` to clear a cache),
+a loss a loss module stores for the training loop to backpropagate (`self.loss = F.mse_loss(...)`
+read back into the loss, as the neural style transfer tutorial does), key/value caches filled
+under `if use_cache:` (generation runs under `no_grad`), re-storing the same attribute moved to
+a device (`self.m = self.m.to(x.device)`),
 values already detached (`.detach()`, `.detach().cpu()`, `.item()`, `.clone().detach()`), buffer
 updates under `torch.no_grad()` (running statistics), `register_buffer(...)` calls, attributes
 assigned a module or an `nn.Parameter`, and unannotated inputs stored as they are (their type is
@@ -83,7 +91,7 @@ unknown).
             self._check_append(node, ctx)
             return
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-        if node.value is None:
+        if node.value is None or _fills_inference_cache(sem, node):
             return
         assigned = None
         for target in targets:
@@ -96,6 +104,8 @@ unknown).
                 stored = sem.values.element_of(assigned, path)
                 if not autograd.caches_graph(stored) or _loss_for_backward(sem, stored, attribute):
                     continue
+                if value is not None and _restores(value, attribute):
+                    continue  # `self.m = self.m.to(x.device)`: its graph was stored where it was made
                 whole = value if value is not None else node.value
                 self._report(element, attribute, whole, value is not None and len(targets) == 1, ctx)
 
@@ -109,7 +119,8 @@ unknown).
         value = call.args[0].value
         sem = ctx.semantic
         stored = sem.values.of(value)
-        if not autograd.caches_graph(stored) or _loss_for_backward(sem, stored, attribute):
+        if not autograd.caches_graph(stored) or _loss_for_backward(sem, stored, attribute) \
+                or _fills_inference_cache(sem, call):
             return
         self._report(call, attribute, value, True, ctx, appended=True)
 
@@ -152,6 +163,38 @@ def _loss_for_backward(sem, stored, attribute: cst.Attribute) -> bool:
         if training.flows_into_backward(sem, read):
             return True
     return False
+
+
+def _fills_inference_cache(sem, node: cst.CSTNode) -> bool:
+    """Inside `if use_cache:` (any condition naming a cache): a key/value cache for generation,
+    which runs under `no_grad` (measured on rasbt/LLMs-from-scratch: every `use_cache=True` call
+    is inside `torch.no_grad()`)."""
+    child = node
+    for ancestor in sem.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and _names_a_cache(sem, ancestor.test):
+            return True
+        child = ancestor
+    return False
+
+
+def _names_a_cache(sem, test: cst.CSTNode) -> bool:
+    names = [test] if isinstance(test, (cst.Name, cst.Attribute)) else list(
+        sem.index.descendants(test, (cst.Name, cst.Attribute)))
+    for name in names:
+        spelled = name.value if isinstance(name, cst.Name) else name.attr.value
+        if "cache" in spelled.lower():
+            return True
+    return False
+
+
+def _restores(value: cst.BaseExpression, attribute: cst.Attribute) -> bool:
+    """`value` is the same attribute, moved or cast (`self.m.to(device)`, `self.m.float()`)."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        value = value.func.value
+    found = autograd.self_attribute(value)
+    return found is not None and found.attr.value == attribute.attr.value
 
 
 def _cached_attribute(target: cst.BaseExpression) -> Optional[cst.Attribute]:

@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
-from torchlint.analysis import devices
 from torchlint.analysis.semantic import Semantic, method_call
 from torchlint.finding import Applicability
 from torchlint.analysis.value import MODULE
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
-
-MODULE_ANNOTATIONS = (
-    "torch.nn.Module", "torch.nn.modules.module.Module", "lightning.LightningModule",
-    "lightning.pytorch.LightningModule", "pytorch_lightning.LightningModule",
-)
-
 
 class DirectForwardCall(Rule):
     code = "TL103"

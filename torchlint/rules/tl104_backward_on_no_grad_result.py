@@ -58,6 +58,10 @@ call is the mistake, is a decision only the author can make.
         sem = ctx.semantic
         target: Optional[cst.BaseExpression] = None
         anchor: cst.CSTNode = node.func
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward") \
+                and not (isinstance(func, cst.Name) and sem.is_torch(node, "torch.autograd.backward")):
+            return
         if sem.is_torch(node, "torch.autograd.backward"):
             if node.args and node.args[0].keyword is None:
                 target = node.args[0].value

@@ -7,7 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import evaluation
-from torchlint.analysis.value import MODULE, identity
+from torchlint.analysis.value import INPUT, MODULE, UNKNOWN, identity
 from torchlint.analysis.semantic import Semantic, is_true, method_call
 from torchlint.rules.base import Rule, RuleContext
 
@@ -27,10 +27,14 @@ class EvalWithoutNoGrad(Rule):
     docs = """
 ## What it does
 Flags a model call inside a loop that is evaluation — the loop follows `model.eval()` in the same
-function, or the function is named like `evaluate`, `validate`, `test`, `predict` or `infer` —
-when nothing in the function computes gradients (no `backward()`, `torch.autograd.grad` or
-optimizer `step()`) and the call does not run under `torch.no_grad()` / `torch.inference_mode()`
-(block or decorator, here or around every call of the function in this file).
+function (also a validation loop inside an epoch loop that trains: the loop itself computes no
+gradients), or the function is named like `evaluate`, `validate`, `test`, `predict` or `infer`
+and computes no gradients — when the call does not run under `torch.no_grad()` /
+`torch.inference_mode()` (block or decorator, here or around every call of the function in this
+file). The model may be a parameter that every caller in the file passes a module to, and a
+submodule call (`net.encoder(x)` after `net.eval()`) counts; a loss criterion called on the
+model's output is not reported (the model call is), nor a model whose parameters are all frozen
+(`model.requires_grad_(False)`, or `requires_grad = False` for each of its parameters).
 
 ## Why is this bad?
 `model.eval()` only switches Dropout and BatchNorm to inference behaviour; it does not turn
@@ -81,9 +85,6 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
             return
         if sem.is_expression_statement(node) or _detached_at_once(sem, node):
             return  # run for its side effects, or `model(x).detach()`: the graph dies at once
-        model = sem.values.of(func)
-        if model.kind != MODULE and model.role != "model":
-            return  # a loss criterion on the model's output is not the model call (or unknown)
         loop = _evaluation_loop(sem, loops)
         if loop is None:
             return  # the innermost loop trains
@@ -99,7 +100,7 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
             _grad_decorated(sem, scope) or _called_without_grad(sem, scope)
         ):
             return
-        if _entirely_frozen(sem, func, model):
+        if _entirely_frozen(sem, func, sem.values.of(func)):
             return
         ctx.report(
             node,
@@ -121,16 +122,20 @@ def _evaluation_loop(sem: Semantic, loops) -> Optional[cst.CSTNode]:
 
 
 def _evaluation_reason(sem: Semantic, call: cst.Call, func, loop, scope) -> Optional[str]:
+    """Why this loop evaluates the callee: it runs after `model.eval()` (which also shows the
+    callee is a module), or in a function named like evaluation where the callee is certainly a
+    module (or a parameter named like one, in a file that imports torch). A loss criterion called
+    on the model's output is not the model call."""
     for receiver in evaluation.eval_mode_receivers(sem, scope):
         if _same_or_part_of(receiver, func) and evaluation.before(sem, receiver, loop) \
                 and evaluation.scope_body(sem, receiver) is scope:
+            if sem.values.of(func).kind not in (MODULE, UNKNOWN, INPUT):
+                return None
             return f"after `{sem.module.code_for_node(receiver)}.eval()`"
     if isinstance(scope, cst.FunctionDef) and evaluation.is_eval_function_name(scope.name.value) \
             and not evaluation.has_backward(sem, scope):
-        certain = isinstance(func, cst.Name)
-        if not certain and isinstance(func, cst.Attribute):
-            certain = isinstance(func.value, cst.Name) and func.value.value == "self"
-        if certain:
+        model = sem.values.of(func)
+        if model.kind == MODULE or (model.role == "model" and sem.imports_torch):
             return f"in `{scope.name.value}()`"
     return None
 

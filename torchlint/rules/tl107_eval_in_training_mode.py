@@ -28,7 +28,8 @@ Flags two ways of evaluating a model in the wrong mode.
 
 First, a call of a model inside a loop that is clearly evaluation — the call runs under
 `torch.no_grad()` / `inference_mode()` in a block that computes no gradients, or the function is
-named like `evaluate`, `validate`, `test`, `predict` or `infer` and computes no gradients — when
+named like `evaluate`, `validate`, `test`, `predict` or `infer` and computes no gradients, or
+the whole file never computes gradients (an inference script, whatever its functions are called) — when
 the model certainly contains Dropout or BatchNorm layers (it is built in this file from such
 layers, or is a torchvision classifier that has them) and nothing in the file ever calls
 `.eval()` or `.train(False)`.
@@ -183,6 +184,8 @@ def _clearly_evaluation(sem: Semantic, call: cst.Call, scope) -> Optional[str]:
     if isinstance(scope, cst.FunctionDef) and evaluation.is_eval_function_name(scope.name.value) \
             and not evaluation.has_backward(sem, scope):
         return f"in `{scope.name.value}()`"
+    if not evaluation.has_backward(sem, sem.module):
+        return "in a file that never trains it"  # an inference script: every call evaluates
     return None
 
 
