@@ -136,9 +136,6 @@ class Values(TorchSemantics):
             frame = self.frame_of(node)
         return frame.grad
 
-    def grad_is_off(self, node: cst.CSTNode) -> bool:
-        return self.grad_mode(node) == GRAD_OFF
-
     def call_sites(self, function: cst.FunctionDef) -> List[Tuple[cst.Call, Dict[int, cst.BaseExpression]]]:
         """The calls of `function` in this file, each with the argument expression bound to each
         parameter (by the parameter's id)."""
@@ -147,9 +144,6 @@ class Values(TorchSemantics):
     def element_of(self, value: Value, path: Tuple[int, ...]) -> Value:
         """The element at `path` (tuple indexes) of `value`, as unpacking it would give."""
         return self._element_at(value, path) if path else value
-
-    def module_info(self, value: Value) -> Optional[ModuleInfo]:
-        return value.module
 
     def stochastic_layer(self, value: Value) -> Optional[str]:
         """For a module, a description of the Dropout/BatchNorm layer it certainly holds."""
@@ -326,9 +320,6 @@ class Values(TorchSemantics):
 
     def _walrus(self, node, frame) -> Value:
         return self.value(node.value, frame)
-
-    def _parenthesized(self, node, frame) -> Value:
-        return UNKNOWN_VALUE
 
     # -- names ---------------------------------------------------------------------------------
     def _name(self, node: cst.Name, frame: Frame) -> Value:
@@ -945,7 +936,7 @@ class Values(TorchSemantics):
 
     def _constant(self, qualified: str, node: cst.CSTNode) -> Value:
         member = api.torch_member(qualified)
-        if qualified.startswith("torch.") and qualified.count(".") == 1 and member in api.DTYPE_NAMES:
+        if qualified.startswith("torch.") and qualified.count(".") == 1 and api.is_dtype_name(member):
             return Value(DTYPE, AG_NONE, detail=member)
         return UNKNOWN_VALUE
 

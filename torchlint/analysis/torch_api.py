@@ -192,6 +192,15 @@ DTYPE_NAMES = frozenset("""
 float float16 float32 float64 half double bfloat16 int8 uint8 int16 int32 int64 long int short bool
 complex64 complex128 cfloat cdouble float8_e4m3fn float8_e5m2 uint16 uint32 uint64
 """.split())
+_DTYPE_PREFIX = ("float", "int", "uint", "bool", "complex", "bfloat", "qint", "quint", "bits")
+
+
+def is_dtype_name(member: str) -> bool:
+    """`float16`, `bfloat16`, `float4_e2m1fn_x2`, `quint8`: a dtype of torch (also ones newer than
+    the table)."""
+    return member in DTYPE_NAMES or member.startswith(_DTYPE_PREFIX)
+
+
 HALF_DTYPES = frozenset({"float16", "half", "bfloat16"})
 DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|meta|hpu|npu|xla|privateuseone)(:\d+)?$")
 DEVICE_NAME = re.compile(r"(^|_)(device|dev)s?($|_)|^(cuda|gpu)(_?\w*)?$", re.IGNORECASE)

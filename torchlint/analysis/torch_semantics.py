@@ -40,7 +40,9 @@ class TorchSemantics:
             return AG_GRAPH if mode != GRAD_UNKNOWN else AG_MAYBE
         if all(v.autograd == AG_NONE for v in tensors):
             return AG_NONE
-        return AG_MAYBE
+        if any(v.autograd == AG_MAYBE for v in tensors):
+            return AG_MAYBE  # an input whose grad status is not known: the result may have a graph
+        return AG_UNKNOWN  # something of unknown kind went in
 
     def _op_result(self, inputs: Sequence[Value], node, frame, layout: Layout, kind: str = TENSOR,
                    differentiable: bool = True, **facets) -> Value:
@@ -218,6 +220,8 @@ class TorchSemantics:
             sequence = self.value(args[0], frame)
             items = list(sequence.items) if sequence.items else ([sequence.element] if sequence.element else [])
             return self._op_result(items, call, frame, LAYOUT_CONTIGUOUS)
+        if member in ("max", "min") and len(tensors) > 1 and (tensors[1].is_tensor or tensors[1].kind == INPUT):
+            return self._elementwise(tensors[:2], call, frame)  # `torch.max(a, b)`: element-wise
         if member in api.REDUCTIONS and tensors:
             return self._reduction(tensors[0], member, call, call.args[1:], frame)
         if member in ("reshape", "flatten", "ravel") and tensors:
@@ -303,7 +307,7 @@ class TorchSemantics:
 
     def _module_construction(self, qualified: str, member: str, args, call: cst.Call, frame) -> Value:
         if api.is_loss_class(qualified):
-            return Value(CRITERION, AG_NONE, detail=_canonical_loss(qualified), site=call)
+            return Value(CRITERION, AG_NONE, detail=_canonical(qualified), site=call)
         stochastic = None
         if api.STOCHASTIC_LAYERS.match(_canonical(qualified)):
             if not (member.startswith("InstanceNorm") and not _is_true(_keyword(call, "track_running_stats"))):
@@ -545,6 +549,8 @@ class TorchSemantics:
                                      differentiable=False)
         if method in api.ELEMENTWISE:
             return self._elementwise([as_tensor] + [self.value(a, frame) for a in args], call, frame)
+        if method in ("max", "min") and args and self.value(args[0], frame).is_tensor:
+            return self._elementwise([as_tensor, self.value(args[0], frame)], call, frame)
         if method in api.REDUCTIONS:
             return self._reduction(as_tensor, method, call, call.args, frame)
         if method in api.VALUES_INDICES:
@@ -641,9 +647,6 @@ def _canonical(qualified: str) -> str:
         return f"torch.nn.{parts[4]}"
     return qualified
 
-
-def _canonical_loss(qualified: str) -> str:
-    return _canonical(qualified)
 
 
 def _common_device(values: Sequence[Value]) -> Optional[Device]:

@@ -112,7 +112,7 @@ def _is_dtype_view(call: cst.Call, ctx: RuleContext) -> bool:
         return arg.keyword.value == "dtype"
     value = arg.value
     name = ctx.semantic.qualified_name(value)
-    if name is not None and name.startswith("torch.") and name.split(".")[-1] in api.DTYPE_NAMES:
+    if name is not None and name.startswith("torch.") and api.is_dtype_name(name.split(".")[-1]):
         return True
     if isinstance(value, cst.Name) and "dtype" in value.value.lower():
         return True

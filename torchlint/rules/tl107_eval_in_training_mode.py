@@ -184,8 +184,10 @@ def _clearly_evaluation(sem: Semantic, call: cst.Call, scope) -> Optional[str]:
     if isinstance(scope, cst.FunctionDef) and evaluation.is_eval_function_name(scope.name.value) \
             and not evaluation.has_backward(sem, scope):
         return f"in `{scope.name.value}()`"
-    if not evaluation.has_backward(sem, sem.module):
-        return "in a file that never trains it"  # an inference script: every call evaluates
+    if sem.method_of(call) is None and not evaluation.has_backward(sem, sem.module) \
+            and type(sem.values.of(call.func).site) is cst.Call:
+        # An inference script (not a model's own code): it builds the model and never trains it.
+        return "in a file that never trains it"
     return None
 
 
