@@ -16,7 +16,9 @@ from torchlint.engine import select_rules
 from torchlint.fixer import fix_data, fix_text, parses
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = sorted((ROOT / "fixtures" / "fixes").glob("TL*.py")) + sorted((ROOT / "fixtures").glob("TL*/*.py"))
+SOURCES = [path for path in sorted((ROOT / "fixtures" / "fixes").glob("TL*.py")) + sorted((ROOT / "fixtures").glob("TL*/*.py"))
+           # TL204's fixtures do not parse (`.cuda(async=True)`); tests/test_rules_legacy.py fixes them
+           if parses(path.read_text(encoding="utf-8"))]
 RULES = select_rules(["TL"])
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -53,8 +53,19 @@ def test_plugin_class_shape():
     assert list(inspect.signature(TorchLintChecker.__init__).parameters)[:3] == ["self", "tree", "lines"]
 
 
+def _ast_parses(path: Path) -> bool:
+    import ast
+
+    try:
+        ast.parse(path.read_text(encoding="utf-8"))
+    except SyntaxError:
+        return False
+    return True
+
+
 def test_same_findings_as_the_cli_over_the_fixtures():
-    files = sorted(str(p.relative_to(ROOT)) for p in FIXTURES.glob("TL*/*.py"))
+    # flake8 runs no plugin on a file ast cannot parse (TL204's `.cuda(async=True)`): E999 only
+    files = sorted(str(p.relative_to(ROOT)) for p in FIXTURES.glob("TL*/*.py") if _ast_parses(p))
     assert files
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cli = subprocess.run([sys.executable, "-m", "torchlint", "--no-cache", "--output-format", "json", *files],

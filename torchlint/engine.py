@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint import diagnostics
+from torchlint import diagnostics, legacy_syntax
 from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.positions import node_ranges
@@ -84,17 +84,27 @@ def lint_text(
             return result
         parsed = parse(text, path)
         return parsed if isinstance(parsed, FileResult) else result
+    recovery = None
     if module is None:
         parsed = parse(text, path)
         if isinstance(parsed, FileResult):
-            return parsed
+            # PyTorch 0.3's `x.cuda(async=True)`: lint it as `non_blocking=True` (TL204).
+            recovery = legacy_syntax.recover(text) if legacy_syntax.enabled(rules) else None
+            recovered = parse(recovery.text, path) if recovery is not None else parsed
+            if isinstance(recovered, FileResult):
+                return parsed  # any other syntax error stays TL901
+            parsed = recovered
         module = parsed
     try:
         semantic = Semantic(module)
     except RecursionError:
         return diagnostics.failure(path, diagnostics.TOO_COMPLEX, "nesting too deep to analyse")
-    reports = run_rules(semantic, path, rules, result)
-    result.findings.extend(to_findings(module, text, path, reports, suppressions))
+    linted = text if recovery is None else recovery.text
+    reports = run_rules(semantic, path, rules, result, recovery)
+    findings = to_findings(module, linted, path, reports, suppressions)
+    if recovery is not None:
+        findings = [recovery.finding_in_file(finding) for finding in findings]
+    result.findings.extend(findings)
     result.findings.sort(key=lambda f: f.sort_key)
     return result
 
@@ -121,12 +131,16 @@ def parse(text: str, path: str):
         return diagnostics.failure(path, diagnostics.SYNTAX_ERROR, f"cannot parse: {error}")
 
 
-def run_rules(semantic: Semantic, path: str, rules: Sequence[Rule], result: FileResult) -> List[Report]:
+def run_rules(semantic: Semantic, path: str, rules: Sequence[Rule], result: FileResult,
+              recovery: Optional[legacy_syntax.Recovery] = None) -> List[Report]:
     by_type: Dict[type, List[Rule]] = defaultdict(list)
     for rule in rules:
         for node_type in rule.node_types:
             by_type[node_type].append(rule)
     ctx = RuleContext(semantic, path)
+    if recovery is not None:
+        ctx.rewritten_async_arguments = legacy_syntax.rewritten_arguments(
+            semantic.module, semantic.index.nodes(cst.Arg), recovery)
     broken: set = set()
     for node_type, interested in by_type.items():
         nodes = semantic.index.nodes(node_type)

@@ -27,7 +27,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint import atomic, diagnostics
+from torchlint import atomic, diagnostics, legacy_syntax
 from torchlint.engine import lint_text
 from torchlint.finding import Applicability, FileResult, Finding
 from torchlint.positions import line_starts
@@ -131,6 +131,15 @@ def parses(text: str) -> bool:
         return False
 
 
+def _parses_or_recovers(text: str) -> bool:
+    """Whether `text` parses, or parses once its `async=` arguments are read as `non_blocking=`
+    (a file with a `# noqa: TL204` keeps them; other fixes must not be refused for that)."""
+    if parses(text):
+        return True
+    recovery = legacy_syntax.recover(text)
+    return recovery is not None and parses(recovery.text)
+
+
 def _changed_spans(original: str, masked: str) -> List[Tuple[int, int]]:
     """Offset ranges of the lines that masking changed (same length lines, so same offsets)."""
     spans = []
@@ -185,7 +194,7 @@ def fix_text(
         if new == text:
             fixed += counts
             break
-        if not parses(mask(new) if mask else new):
+        if not _parses_or_recovers(mask(new) if mask else new):
             return Outcome(original, Counter(), first, invalid=True)
         text = new
         fixed += counts

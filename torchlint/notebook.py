@@ -38,7 +38,7 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from torchlint import diagnostics
+from torchlint import diagnostics, legacy_syntax
 from torchlint.finding import FileResult, Finding, Location
 
 # Cell magics whose body is Python (ruff's list).
@@ -319,7 +319,7 @@ def join_cells(cells: Sequence[Tuple[int, str]]) -> Optional[JoinedCells]:
         joined.ends_with_newline[number] = source.endswith(("\n", "\r"))
         text = source if joined.ends_with_newline[number] else source + "\n"
         masked = mask_magics(text)  # what `joined.mask` gives for this cell
-        if not _complete(masked):
+        if not (_complete(masked) or legacy_syntax.complete_after_recovery(masked, _complete)):
             return None
         marker = joined.marker(number)
         parts += [marker, text]

@@ -73,6 +73,8 @@ class RuleContext:
         self.path = path
         self.reports: list = []
         self._rule: Optional[Rule] = None
+        # The `async=` arguments the engine rewrote as `non_blocking=` so the file parses (TL204).
+        self.rewritten_async_arguments: Tuple[cst.Arg, ...] = ()
 
     def report(self, node: cst.CSTNode, message: str, fix: Optional[FixSpec] = None) -> None:
         assert self._rule is not None

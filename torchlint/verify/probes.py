@@ -432,6 +432,39 @@ def value_compare(source: str, device: str, left: str, op: str, right: str, rtol
     return Observation(result, evidence + _shown(namespace, show))
 
 
+@probe
+def syntax_error(source: str, device: str, match: str = "", show: Sequence[str] = ()) -> Observation:
+    """Harm: Python refuses to compile the snippet (a SyntaxError whose message contains
+    `match`), so no line of it runs. A snippet that compiles is executed, and any exception it
+    raises escapes (ERROR)."""
+    try:
+        compile(source, "<snippet>", "exec")
+    except SyntaxError as error:
+        line = (error.text or "").strip()
+        where = f" at line {error.lineno}: {line}" if error.lineno else ""
+        observed = f"SyntaxError: {error.msg}{where}"
+        return Observation(match in (error.msg or ""), observed)
+    namespace = _run_or_raise(source, device)
+    return Observation(False, "compiled and ran to completion" + _shown(namespace, show))
+
+
+@probe
+def builds_graph(source: str, device: str, name: str = "out", show: Sequence[str] = ()) -> Observation:
+    """Harm: the tensor `name` (an expression) has a `grad_fn` after the snippet ran: autograd
+    recorded a graph for it. The warnings the snippet emitted are part of the evidence."""
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        namespace = _run_or_raise(source, device)
+    value = eval(name, namespace)
+    grad_fn = getattr(value, "grad_fn", None)
+    evidence = f"`{name}.grad_fn` = {_fmt(grad_fn)}"
+    seen = [f"{r.category.__name__}: {_first_sentence(str(r.message), 120)}" for r in records]
+    if seen:
+        evidence += "; warned " + " | ".join(dict.fromkeys(seen))
+    return Observation(grad_fn is not None, evidence + _shown(namespace, show))
+
+
 def run_probe(name: str, source: str, device: str, expect: dict) -> Observation:
     if name not in PROBES:
         raise KeyError(f"unknown probe {name!r} (known: {', '.join(sorted(PROBES))})")
