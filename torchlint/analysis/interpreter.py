@@ -141,6 +141,22 @@ class Values(TorchSemantics):
         parameter (by the parameter's id)."""
         return [(call, binding) for call, binding, _ in self._sites(function)]
 
+    def definition_values(self, name: cst.Name) -> Optional[List[Value]]:
+        """The value each definition that may reach `name` gives it (for a name of an enclosing
+        scope, each of its bindings there); None when that is not known."""
+        defs = self.flow.reaching(name)
+        frame = self.frame_of(name)
+        if defs is None:
+            return None
+        if defs:
+            return [self.definition_value(d, frame) for d in defs]
+        found = self.scopes.binding_scope(name.value, name)
+        if found is None or any(b.kind == "import" for b in found[1]):
+            return None
+        scope = found[0]
+        outer = self.generic_frame(scope if type(scope) is cst.FunctionDef else None)
+        return [self.definition_value(d, outer) for d in self.flow.bindings(scope, name.value)] or None
+
     def element_of(self, value: Value, path: Tuple[int, ...]) -> Value:
         """The element at `path` (tuple indexes) of `value`, as unpacking it would give."""
         return self._element_at(value, path) if path else value
@@ -890,6 +906,9 @@ class Values(TorchSemantics):
             return UNKNOWN_VALUE
         if kind in TENSOR_KINDS or kind == INPUT or kind == BATCH:
             return self._tensor_attribute(owner, attr, node, frame)
+        if kind == UNKNOWN and attr == "data":
+            # Only tensors (and parameters) have a `.data` used as one: a tensor of unknown origin.
+            return Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=owner.device)
         if kind == OPTIMIZER and attr == "param_groups":
             group = Value(CONTAINER, AG_NONE, detail="param_group",
                           element=Value(CONTAINER, AG_NONE, element=self._parameter(None, owner.device)))
@@ -919,7 +938,7 @@ class Values(TorchSemantics):
         if attr in api.TRANSPOSING_ATTRIBUTES:
             return self._transposed(owner, attr, (), node)
         if attr == "data":
-            return owner.but(autograd=AG_NONE, kind=TENSOR if owner.kind != INPUT else INPUT, activation=None)
+            return owner.but(autograd=AG_NONE, kind=TENSOR, activation=None, alias=None)
         if attr == "grad":
             return Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=owner.device, optional=True)
         if attr in ("real", "imag"):

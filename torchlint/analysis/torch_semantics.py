@@ -16,6 +16,7 @@ from typing import List, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.legacy import effective_reduction
 from torchlint.analysis.shapes import Dim, permutation
 from torchlint.analysis.value import (
     AG_GRAPH, AG_LEAF, AG_MAYBE, AG_NONE, AG_REQUIRES, AG_UNKNOWN, BOTTOM, CHOSEN, CONTAINER,
@@ -69,7 +70,8 @@ class TorchSemantics:
         if layout.state == LAYOUT_CONTIGUOUS and first.kind == INPUT:
             layout = LAYOUT_CONTIGUOUS
         others = [v for v in inputs if v is not first and (v.kind in TENSOR_KINDS or v.kind == INPUT)]
-        shape = first.shape if not others else None
+        shape = first.shape if not others else (
+            () if first.shape == () and all(v.shape == () for v in others) else None)
         return self._op_result(inputs, node, frame, layout, differentiable=differentiable, shape=shape,
                                activation=(activation, node) if activation else None)
 
@@ -307,8 +309,11 @@ class TorchSemantics:
 
     def _module_construction(self, qualified: str, member: str, args, call: cst.Call, frame) -> Value:
         if api.is_loss_class(qualified):
-            return Value(CRITERION, AG_NONE, detail=_canonical(qualified), site=call,
-                         role=None if _reduces(call) else "unreduced")
+            reduction = effective_reduction(self.sem, call)
+            if member == "AdaptiveLogSoftmaxWithLoss":
+                reduction = "none"  # it returns a tuple
+            role = "reduced" if reduction in ("mean", "sum") else ("unreduced" if reduction == "none" else None)
+            return Value(CRITERION, AG_NONE, detail=_canonical(qualified), site=call, role=role)
         stochastic = None
         if api.STOCHASTIC_LAYERS.match(_canonical(qualified)):
             if not (member.startswith("InstanceNorm") and not _is_true(_keyword(call, "track_running_stats"))):
@@ -357,7 +362,10 @@ class TorchSemantics:
         if tensors is None:
             tensors = [self.value(a.value, frame) for a in call.args if a.keyword is None and not a.star]
         mode = self.grad_mode(call, frame)
-        scalar = _reduces(call) if criterion is None else criterion.role != "unreduced"
+        if criterion is None:
+            scalar = effective_reduction(self.sem, call) in ("mean", "sum")
+        else:
+            scalar = criterion.role == "reduced"
         if mode == GRAD_OFF:
             autograd = AG_NONE
         else:
@@ -761,18 +769,6 @@ def string_text(node: cst.CSTNode) -> Optional[str]:
             return None
         return evaluated if isinstance(evaluated, str) else None
     return text
-
-
-def _reduces(call: cst.Call) -> Optional[bool]:
-    """Whether a loss call or criterion construction reduces to a 0-d tensor: not with
-    `reduction="none"`, `reduce=False`, or a reduction the code does not spell out."""
-    reduction = _keyword(call, "reduction")
-    if reduction is not None:
-        return string_text(reduction) in ("mean", "sum")
-    reduce = _keyword(call, "reduce")
-    if reduce is not None:
-        return _is_true(reduce)
-    return True
 
 
 def _keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:

@@ -6,7 +6,7 @@ from typing import Optional, Set
 
 import libcst as cst
 
-from torchlint.analysis import legacy
+from torchlint.analysis.value import INSTANCE
 from torchlint.rules.base import Rule, RuleContext
 
 _FUNCTION_BASES = ("torch.autograd.Function", "torch.autograd.function.Function")
@@ -142,17 +142,11 @@ def _instantiated_function(sem, expr: cst.BaseExpression) -> Optional[cst.ClassD
 
 
 def _bound_instance(sem, expr: cst.BaseExpression) -> Optional[cst.ClassDef]:
-    """For `clip` or `self.clip` bound only to `Clip(...)` instances, that class."""
+    """For `clip` or `self.clip` holding an instance of a `Function` class of this file (as the
+    value model knows it), that class."""
     if not isinstance(expr, (cst.Name, cst.Attribute)):
         return None
-    found = []
-
-    def is_instance(value: cst.BaseExpression) -> bool:
-        klass = _instantiated_function(sem, value)
-        if klass is not None:
-            found.append(klass)
-        return klass is not None
-
-    if legacy.values_satisfy(sem, expr, is_instance) and len(set(map(id, found))) == 1:
-        return found[0]
-    return None
+    value = sem.values.of(expr)
+    if value.kind != INSTANCE or not isinstance(value.detail, cst.ClassDef):
+        return None
+    return value.detail if value.detail in _function_classes(sem) else None

@@ -9,6 +9,7 @@ import libcst as cst
 
 from torchlint.analysis import legacy, training
 from torchlint.analysis.semantic import method_call
+from torchlint.analysis.value import INPUT, SCHEDULER, UNKNOWN
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -113,10 +114,11 @@ def _is_scheduler(sem, expr: cst.BaseExpression) -> bool:
     """A torch LR scheduler stepped without a metric: bound to `lr_scheduler.StepLR(...)` and
     the like, or spelled like one (`scheduler`, `exp_lr_scheduler`, `sched`) in a file that
     builds a torch scheduler (the tutorials pass it to `train_model(..., scheduler, ...)`)."""
-    if legacy.values_satisfy(sem, expr, lambda value: _is_scheduler_construction(sem, value) is True):
-        return True
-    if legacy.values_satisfy(sem, expr, lambda value: True):
-        return False  # bound to something else
+    value = sem.values.of(expr)
+    if value.kind == SCHEDULER:
+        return value.site is None or _is_scheduler_construction(sem, value.site) is not False
+    if value.kind not in (UNKNOWN, INPUT) or type(value.site) is cst.Call:
+        return False  # bound to something else (`NoamScheduler(optimizer)`)
     name = training.last_identifier(expr)
     if name is None or not _SCHEDULER_NAME.search(name):
         return False
