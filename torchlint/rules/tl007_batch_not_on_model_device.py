@@ -48,8 +48,8 @@ devices, cuda:0 and cpu!` (an `nn.Conv2d` says `Input type (torch.FloatTensor) a
 (torch.cuda.FloatTensor) should be the same`). Moving the input but not the target fails the
 same way in the loss. With `device = "cuda" if torch.cuda.is_available() else "cpu"` the script
 works on the author's laptop and fails on the first machine with a GPU. Measured on torch 2.13
-with the meta device standing in for the GPU: `Tensor on device meta is not on the expected
-device cpu!`.
+with the meta device standing in for the GPU:
+`Tensor on device meta is not on the expected device cpu!`.
 
 ## Example
 ```python
