@@ -45,6 +45,7 @@ _MOVE_ATTRIBUTES = devices.DEVICE_MOVE_METHODS | {"to", "data", "pin_memory", "s
 # Container methods that may put moved tensors into a batch dict or list.
 _MUTATING_METHODS = {"update", "setdefault", "__setitem__", "append", "extend", "insert", "pop",
                      "clear"}
+_CUDA_METHOD_KEYWORDS = ("device", "non_blocking", "memory_format")
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _CUDA_STRING = re.compile(r"^cuda(:\d+)?$")
 _LEGACY_CUDA_TYPE = re.compile(r"^torch\.cuda\.[A-Z]\w*Tensor$")
@@ -58,6 +59,14 @@ _DEVICE_FLAG = re.compile(r"^--?((no|use|disable|enable)[-_](cuda|gpu|cpu|accel)
 _MULTI_GPU_WORDS = re.compile(r"device_count|n_?gpus?\b|num_gpus?|world_size|rank|gpu_ids|\bgpus\b",
                               re.IGNORECASE)
 DEVICE_PARAMETERS = {"device", "dev"}
+# Owners whose `.device` is the device the code chose, not where some tensor is.
+_CONFIG_OWNERS = ("self", "args", "opt", "opts", "config", "cfg", "hparams", "params", "FLAGS", "conf")
+# torch.cuda calls that fail on a machine without CUDA (measured on torch 2.13, CPU build).
+_CUDA_ONLY_CALLS = ("torch.cuda.current_device", "torch.cuda.get_device_name",
+                    "torch.cuda.set_device", "torch.cuda.synchronize", "torch.cuda.Event",
+                    "torch.cuda.Stream", "torch.cuda.get_device_properties",
+                    "torch.cuda.get_device_capability", "torch.cuda.current_stream",
+                    "torch.cuda.device")
 # Functions whose name says they deal with devices: their callers decide when they run.
 _DEVICE_HELPER_NAME = re.compile(r"cuda|gpu|device|accel", re.IGNORECASE)
 _EXITS = {"exit", "quit", "_exit", "skip", "skipTest", "SkipTest", "importorskip", "fail"}
@@ -140,8 +149,7 @@ def device_may_be_accelerator(sem: "Semantic", expr: Optional[cst.BaseExpression
         return True  # a parameter or a binding we cannot follow, named like a device
     if isinstance(expr, cst.Attribute):
         owner = dotted_name(expr.value) or ""
-        return expr.attr.value in ("device", "dev") and owner.split(".")[0] in (
-            "self", "args", "opt", "opts", "config", "cfg", "hparams", "params", "FLAGS", "conf")
+        return expr.attr.value in ("device", "dev") and owner.split(".")[0] in _CONFIG_OWNERS
     return False
 
 
@@ -769,14 +777,15 @@ def hard_coded_cuda(sem: "Semantic", node: cst.CSTNode) -> Optional[HardCodedCud
     `x.to(torch.device("cuda"))`, `torch.cuda.FloatTensor` (the legacy CUDA tensor types)."""
     if isinstance(node, cst.Attribute):
         name = sem.qualified_name(node)
-        if name is not None and _LEGACY_CUDA_TYPE.match(name):
+        if name is not None and _LEGACY_CUDA_TYPE.match(name) and _places_with_type(sem, node):
             return HardCodedCuda(node, None, False, "type")
         return None
     if not isinstance(node, cst.Call):
         return None
     if method_call(node, "cuda") and sem.qualified_name(node.func) is None:
-        if any(a.star for a in node.args):
-            return None
+        if any(a.star for a in node.args) or len(_positional(node)) > 1 or any(
+                a.keyword is not None and a.keyword.value not in _CUDA_METHOD_KEYWORDS for a in node.args):
+            return None  # not torch's `.cuda(device=None, non_blocking=False, memory_format=...)`
         return HardCodedCuda(node, node, bool(_positional(node)) or keyword(node, "device") is not None, "method")
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value == "device":
@@ -788,6 +797,20 @@ def hard_coded_cuda(sem: "Semantic", node: cst.CSTNode) -> Optional[HardCodedCud
         if indexed is not None:
             return HardCodedCuda(node, node.args[0].value, indexed, "to")
     return None
+
+
+def _places_with_type(sem: "Semantic", node: cst.Attribute) -> bool:
+    """A legacy tensor type used to make or convert a tensor — `torch.cuda.FloatTensor(3)`,
+    `x.type(torch.cuda.FloatTensor)`, `Tensor = torch.cuda.FloatTensor` — not a type check
+    (`isinstance(x, torch.cuda.FloatTensor)` works on any machine)."""
+    parent = sem.parent(node)
+    if isinstance(parent, cst.Call) and parent.func is node:
+        return True
+    if isinstance(parent, cst.Arg):
+        call = sem.parent(parent)
+        return method_call(call, "type", "new") or (isinstance(call, cst.Call) and sem.is_torch(
+            call, "torch.set_default_tensor_type"))
+    return isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node
 
 
 def _is_device_value(sem: "Semantic", expr: Optional[cst.BaseExpression]) -> bool:
@@ -813,12 +836,72 @@ def _calls_is_available(sem: "Semantic", node: cst.CSTNode) -> bool:
 
 def _is_choice_condition(sem: "Semantic", test: cst.CSTNode) -> bool:
     """A condition that picks between the CPU and an accelerator: `torch.cuda.is_available()`,
-    `args.cuda`, `use_gpu`, `device == "cpu"`; not one that counts or picks GPUs
-    (`torch.cuda.device_count() > 1`, `args.ngpu > 1`)."""
+    `args.cuda`, `use_gpu`, `device == "cpu"`. Not one that counts or picks GPUs
+    (`torch.cuda.device_count() > 1`, `args.ngpu > 1`), nor one that follows where a tensor
+    already is (`x.is_cuda`, `x.device.type == "cuda"`, `on_cuda = next(m.parameters()).is_cuda`)."""
     text = _text(sem, test)
     if "is_available" in text:
         return True
-    return not _MULTI_GPU_WORDS.search(text) and bool(_CHOICE_WORDS.search(text))
+    if _MULTI_GPU_WORDS.search(text):
+        return False
+    return any(_CHOICE_WORDS.search(dotted) and not _follows_a_tensor(sem, node)
+               for node, dotted in _references(sem, test))
+
+
+def _references(sem: "Semantic", expr: cst.CSTNode) -> Iterator[Tuple[cst.CSTNode, str]]:
+    """The names and whole attribute chains read in `expr` (`args.cuda`, `x.device.type`), with
+    their dotted spelling; call chains are split at the call (`next(m.parameters()).is_cuda`
+    gives `….is_cuda` and `m.parameters`)."""
+    for node in [expr, *sem.index.descendants(expr)]:
+        if not isinstance(node, (cst.Name, cst.Attribute)):
+            continue
+        parent = sem.parent(node)
+        if isinstance(parent, cst.Attribute) and (parent.value is node or parent.attr is node):
+            continue  # part of a longer chain
+        if isinstance(node, cst.Attribute):
+            yield node, dotted_name(node) or "…." + node.attr.value
+        else:
+            yield node, node.value
+
+
+def _follows_a_tensor(sem: "Semantic", node: cst.CSTNode, depth: int = 2) -> bool:
+    """`x.is_cuda`, `x.device`, `x.device.type` for a tensor-like `x` (not `args`/`self`/a
+    config), or a name bound only to such a value."""
+    if isinstance(node, cst.Attribute):
+        chain = dotted_name(node) or "…." + node.attr.value
+        parts = chain.split(".")
+        if parts[-1] == "is_cuda" or parts[-1] == "get_device":
+            return True
+        # `x.device`, `self.keys.device` follow a tensor; `args.device`, `self.device` are chosen
+        return any(part == "device" and parts[i - 1] not in _CONFIG_OWNERS
+                   for i, part in enumerate(parts) if i > 0)
+    if isinstance(node, cst.Name) and depth > 0:
+        bindings = sem.scopes.lookup(node.value, node) or []
+        values = [b.value for b in bindings if b.kind == "assign" and b.value is not None]
+        return bool(bindings) and len(values) == len(bindings) and all(
+            any(_follows_a_tensor(sem, ref, depth - 1) for ref, _ in _references(sem, v)) for v in values)
+    return False
+
+
+def _sets_cuda_default_type(sem: "Semantic", call: cst.Call) -> bool:
+    """`torch.set_default_tensor_type("torch.cuda.FloatTensor")` (or the type itself)."""
+    if not sem.is_torch(call, "torch.set_default_tensor_type") or not call.args:
+        return False
+    value = call.args[0].value
+    text = _string_value(value) or sem.qualified_name(value) or ""
+    return text.startswith("torch.cuda.")
+
+
+def _requires_cuda_anyway(sem: "Semantic") -> bool:
+    """Whether the file already calls, outside any guard, something that fails without CUDA
+    (`torch.cuda.current_device()`, `torch.cuda.get_device_name()`, `torch.cuda.set_device()`,
+    `torch.cuda.synchronize()`, `torch.cuda.Event(...)`, `with torch.cuda.device(1):`,
+    `torch.set_default_tensor_type("torch.cuda.FloatTensor")`): it is a GPU-only file in fact."""
+    def compute() -> bool:
+        return any((sem.is_torch(call, *_CUDA_ONLY_CALLS) or _sets_cuda_default_type(sem, call))
+                   and not guarded_by_device_condition(sem, call)
+                   for call in sem.index.nodes(cst.Call))
+    return _cached(sem, "requires_cuda", compute)
 
 
 def file_device_choice(sem: "Semantic") -> Optional[cst.CSTNode]:
@@ -850,6 +933,8 @@ def file_device_choice(sem: "Semantic") -> Optional[cst.CSTNode]:
                 if any(f is not None and _DEVICE_FLAG.match(f) for f in flags):
                     found.append(call)
         return min(found, key=sem.index.order.__getitem__) if found else None
+    if _requires_cuda_anyway(sem):
+        return None
     return _cached(sem, "file_choice", compute)
 
 
