@@ -357,3 +357,83 @@ def test_verify_device_cuda_on_a_cuda_build_without_a_gpu(monkeypatch, capsys):
     assert captured.out == ""
     assert captured.err.strip().splitlines() == [
         "torchlint --verify: --device cuda: no CUDA device is available (torch.cuda.is_available() is False)"]
+
+
+# -- device choices, guards, frameworks, autocast -----------------------------------------------
+
+@pytest.mark.parametrize("source, chooses", [
+    ('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")', True),
+    ("use_cuda = torch.cuda.is_available()", True),
+    ("if args.cuda:\n    model.cuda()", True),
+    ('parser.add_argument("--no-cuda", action="store_true")', True),
+    ('parser.add_argument("--device", default="cuda")', True),
+    ('parser.add_argument("--gpu", type=int)', False),
+    ("if torch.cuda.device_count() > 1:\n    model = nn.DataParallel(model).cuda()", False),
+    ("if x.is_cuda:\n    y = y.cuda()", False),
+    ('if x.device.type == "cuda":\n    y = y.cuda()', False),
+    ("on_gpu = next(model.parameters()).is_cuda\nif on_gpu:\n    y = y.cuda()", False),
+    ("if torch.cuda.is_available():\n    torch.cuda.manual_seed(0)", False),
+    ('device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+     "print(torch.cuda.get_device_name(0))", False),
+])
+def test_file_device_choice(source, chooses):
+    sem = model("import torch\nimport torch.nn as nn\n" + source + "\n")
+    assert (device_state.file_device_choice(sem) is not None) is chooses
+
+
+@pytest.mark.parametrize("line, guarded", [
+    ("if use_cuda:\n    x = x.cuda()", True),
+    ("if not use_cuda:\n    pass\nelse:\n    x = x.cuda()", True),
+    ("x = x.cuda() if torch.cuda.is_available() else x", True),
+    ("y = use_cuda and x.cuda()", True),
+    ("try:\n    x = x.cuda()\nexcept RuntimeError:\n    pass", True),
+    ("assert torch.cuda.is_available()\nx = x.cuda()", True),
+    ("if not use_cuda:\n    raise SystemExit(1)\nx = x.cuda()", True),
+    ("if verbose:\n    x = x.cuda()", False),
+    ("x = x.cuda()", False),
+])
+def test_guarded_by_device_condition(line, guarded):
+    sem = model("import torch\nuse_cuda = torch.cuda.is_available()\n" + line + "\n")
+    call = next(c for c in sem.index.nodes(cst.Call) if device_state.hard_coded_cuda(sem, c))
+    assert device_state.guarded_by_device_condition(sem, call) is guarded
+
+
+def test_function_called_under_a_guard_is_guarded():
+    sem = model("""\
+        import torch
+        use_cuda = torch.cuda.is_available()
+        def warm_up(x):
+            return x.cuda()
+        if use_cuda:
+            warm_up(torch.ones(1))
+        """)
+    call = next(c for c in sem.index.nodes(cst.Call) if device_state.hard_coded_cuda(sem, c))
+    assert device_state.guarded_by_device_condition(sem, call)
+
+
+@pytest.mark.parametrize("imports, moved", [
+    ("import lightning as L", True),
+    ("import pytorch_lightning as pl", True),
+    ("from accelerate import Accelerator", True),
+    ("from transformers import Trainer", True),
+    ("from transformers import AutoModel", False),
+    ("import torch", False),
+])
+def test_batches_moved_by_framework(imports, moved):
+    sem = model(imports + "\nfor x in loader:\n    model(x)\n")
+    call = calls_named(sem, "model")[0]
+    assert device_state.batches_moved_by_framework(sem, call) is moved
+
+
+@pytest.mark.parametrize("context, autocast", [
+    ("with torch.autocast('cuda'):", True),
+    ("with torch.cuda.amp.autocast():", True),
+    ("with ctx:", True),
+    ("with torch.no_grad():", False),
+    ("with open('log.txt') as log:", False),
+    ("if True:", False),
+])
+def test_may_run_under_autocast(context, autocast):
+    sem = model(f"import torch\n{context}\n    model(x)\n")
+    call = calls_named(sem, "model")[0]
+    assert device_state.may_run_under_autocast(sem, call) is autocast

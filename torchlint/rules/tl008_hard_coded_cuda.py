@@ -39,8 +39,12 @@ or in a function that takes a `device` parameter. Not flagged: code under a guar
 condition (`if torch.cuda.is_available():`, `if args.cuda:`, either branch, `x.cuda() if
 use_cuda else x`, after `assert torch.cuda.is_available()` or `if not use_gpu: return`, in a
 `try`, under a CUDA skip decorator, or in a function a same-file caller calls under such a
-guard), functions named for devices (`to_gpu`, `get_device`, a `cuda()` method), and files that
-never choose a device: a GPU-only script is a choice, not a bug.
+guard), functions named for devices (`to_gpu`, `get_device`, a `cuda()` method), type checks
+(`isinstance(x, torch.cuda.FloatTensor)`), and files that never choose a device: a GPU-only
+script is a choice, not a bug. Conditions that follow where a tensor already is (`x.is_cuda`,
+`x.device.type == "cuda"`) are guards but not choices, and a file that calls CUDA-only
+functions outside any guard (`torch.cuda.get_device_name(0)`, `torch.cuda.set_device(rank)`,
+`with torch.cuda.device(1):`) is GPU-only in fact.
 
 ## Why is this bad?
 The condition says the code is meant to run without a GPU too, and the hard-coded placement
