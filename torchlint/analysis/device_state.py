@@ -399,6 +399,27 @@ def model_output_move(sem: "Semantic", expr: cst.BaseExpression, depth: int = 3)
     return (expr, move) if move is not None else None
 
 
+def module_moves_its_inputs(sem: "Semantic", model: cst.BaseExpression) -> bool:
+    """Whether the module `model` is built from a same-file class whose `forward` moves
+    something (`x = x.to(self.device)`): such a model takes CPU batches."""
+    value: Optional[cst.BaseExpression] = model
+    if isinstance(model, cst.Name):
+        value = sem.reaching_value(model)
+    elif isinstance(model, cst.Attribute):
+        values = sem.self_attribute_assignments(model)
+        value = values[0] if len(values) == 1 else None
+    while method_call(value, *MODULE_SELF_METHODS):
+        value = value.func.value
+    if not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+        return False
+    for binding in sem.scopes.lookup(value.func.value, value) or ():
+        if binding.kind == "class":
+            for method in sem.index.descendants(binding.node, cst.FunctionDef):
+                if method.name.value == "forward" and _function_moves(sem, method):
+                    return True
+    return False
+
+
 def is_loss_call(sem: "Semantic", call: cst.Call) -> bool:
     """A loss call (`F.cross_entropy(...)`, `criterion(...)`), also when the criterion was moved
     or switched first (`criterion = nn.CrossEntropyLoss().cuda()`)."""
@@ -1272,7 +1293,7 @@ __all__ = [
     "batches_moved_by_framework", "device_is_cpu", "device_may_be_accelerator",
     "device_name_in_scope", "device_parameter", "dominates", "file_device_choice",
     "float32_module", "guarded_by_device_condition", "half_conversion", "hard_coded_cuda",
-    "has_parameters", "in_device_helper", "is_loss_call", "is_parallel_wrapper", "iter_call_arguments",
+    "has_parameters", "in_device_helper", "is_loss_call", "module_moves_its_inputs", "is_parallel_wrapper", "iter_call_arguments",
     "loader_origin", "may_run_under_autocast", "model_device_move", "model_output_move",
     "unmoved_batch_element",
 ]

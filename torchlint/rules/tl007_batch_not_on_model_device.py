@@ -31,8 +31,9 @@ unmoved while the model was certainly moved to a device that may be an accelerat
 - the loader is a `DataLoader(...)` (a name or `self.attr` bound only to one, a parameter
   annotated `DataLoader`, or one every same-file caller passes) whose `collate_fn` moves nothing
   and whose dataset is not built from moved tensors;
-- the model is moved on every path to the call (not in one branch only), and it is not wrapped
-  in `DataParallel`/`DistributedDataParallel`, which scatter their inputs themselves.
+- the model is moved on every path to the call (not in one branch only), it is not wrapped
+  in `DataParallel`/`DistributedDataParallel`, which scatter their inputs themselves, and its
+  class (when it is defined in the file) does not move its input in `forward`.
 
 Silent when the element is moved anywhere on the way (`data = data.to(device)`,
 `.cuda(non_blocking=True)`, `x = to_device(x)`, a dict or list comprehension of moves), when it
@@ -89,7 +90,7 @@ a prefetcher) is the author's choice.
         if not _is_model_spelling(func) or not device_state.has_parameters(sem, func):
             return
         move = _model_move(sem, func)
-        if move is None:
+        if move is None or device_state.module_moves_its_inputs(sem, func):
             return
         for value in device_state.iter_call_arguments(node):
             found = _unmoved_batch(sem, value, node)
