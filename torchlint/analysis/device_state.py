@@ -809,7 +809,7 @@ def hard_coded_cuda(sem: "Semantic", node: cst.CSTNode) -> Optional[HardCodedCud
             return None  # not torch's `.cuda(device=None, non_blocking=False, memory_format=...)`
         return HardCodedCuda(node, node, bool(_positional(node)) or keyword(node, "device") is not None, "method")
     for arg in node.args:
-        if arg.keyword is not None and arg.keyword.value == "device":
+        if arg.keyword is not None and arg.keyword.value == "device" and _places(sem, node):
             indexed = _cuda_device_literal(sem, arg.value)
             if indexed is not None:
                 return HardCodedCuda(node, arg.value, indexed, "keyword")
@@ -818,6 +818,17 @@ def hard_coded_cuda(sem: "Semantic", node: cst.CSTNode) -> Optional[HardCodedCud
         if indexed is not None:
             return HardCodedCuda(node, node.args[0].value, indexed, "to")
     return None
+
+
+def _places(sem: "Semantic", call: cst.Call) -> bool:
+    """A call whose `device=` places what it makes: a torch function (`torch.zeros`,
+    `torch.Generator`), a module construction (torch.nn, or a same-file module class), `.to()`,
+    `x.new_zeros(...)`. Not an arbitrary function that takes a device argument
+    (`check_device(a, b, device="cuda")`)."""
+    name = sem.qualified_name(call.func) or ""
+    if name.startswith("torch.") or sem.is_module_construction(call):
+        return True
+    return method_call(call, "to") or (method_call(call) and call.func.attr.value.startswith("new_"))
 
 
 def _places_with_type(sem: "Semantic", node: cst.Attribute) -> bool:
@@ -866,7 +877,29 @@ def _is_choice_condition(sem: "Semantic", test: cst.CSTNode) -> bool:
     if _MULTI_GPU_WORDS.search(text):
         return False
     return any(_CHOICE_WORDS.search(dotted) and not _follows_a_tensor(sem, node)
+               and _names_a_setting(sem, node)
                for node, dotted in _references(sem, test))
+
+
+def _names_a_setting(sem: "Semantic", node: cst.CSTNode) -> bool:
+    """Whether a name in a condition can hold the run's device setting: an attribute of a
+    config (`args.cuda`, `self.use_gpu`), a parameter, a module-level name, or a name computed
+    from `torch.cuda.is_available()` or a config. Not a local flag the code computes as it goes
+    (`has_cuda_inputs = False` ... `has_cuda_inputs = True` in torch's compiled autograd)."""
+    if not isinstance(node, cst.Name):
+        return True
+    bindings = sem.scopes.lookup(node.value, node) or []
+    if not bindings:
+        return True  # a global of another module, a builtin: cannot tell
+    for binding in bindings:
+        if binding.kind in ("param", "import") or sem.scopes.scope_of(binding.node) is sem.module:
+            return True
+        value = binding.value
+        if value is not None and (_calls_is_available(sem, value) or any(
+                isinstance(ref, cst.Attribute) and (dotted_name(ref) or "").split(".")[0] in _CONFIG_OWNERS
+                for ref, _ in _references(sem, value))):
+            return True
+    return False
 
 
 def _references(sem: "Semantic", expr: cst.CSTNode) -> Iterator[Tuple[cst.CSTNode, str]]:
