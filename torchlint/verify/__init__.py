@@ -30,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("codes", nargs="*", metavar="CODE",
                         help="rule codes or prefixes (TL001, TL00) and claim ids (CLAIM-001)")
     parser.add_argument("--device", choices=("cpu", "cuda", "all"), default=None,
-                        help="where to run (default: cpu, plus cuda when available)")
+                        help="where to run (default: cpu, plus cuda when available); "
+                             "`cuda` without CUDA exits 2, `all` skips what is absent")
     parser.add_argument("--output-format", choices=("text", "json"), default="text")
     parser.add_argument("--claims", action="store_true",
                         help="also run the cases refuting popular claims")
