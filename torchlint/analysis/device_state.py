@@ -600,6 +600,17 @@ def _batch_names(sem: "Semantic", loop: cst.For) -> Set[str]:
     return names
 
 
+def is_loader_loop(sem: "Semantic", loop: cst.CSTNode) -> bool:
+    """Whether `loop` is a `for` over the certain CPU batches of a DataLoader (see
+    `loader_origin`) that binds batch content: the cheap question TL007 asks first."""
+    def compute() -> bool:
+        if not isinstance(loop, cst.For) or not _batch_names(sem, loop):
+            return False
+        source, _ = _iteration_source(sem, loop.iter)
+        return loader_origin(sem, source) is not None
+    return _cached(sem, ("loader_loop", loop), compute)
+
+
 def unmoved_batch_element(sem: "Semantic", expr: cst.BaseExpression, depth: int = 6) -> Optional[BatchElement]:
     """When `expr` is certainly a DataLoader batch (or part of it) that nothing moved: the loop
     target itself, unpacked (`x, y = batch`), indexed (`batch["input_ids"]`), wrapped in
@@ -796,7 +807,10 @@ def _cuda_device_literal(sem: "Semantic", expr: Optional[cst.BaseExpression]) ->
 def hard_coded_cuda(sem: "Semantic", node: cst.CSTNode) -> Optional[HardCodedCuda]:
     """`x.cuda()`, `x.cuda(0)`, `torch.zeros(3, device="cuda")`, `x.to("cuda:0")`,
     `x.to(torch.device("cuda"))`, `torch.cuda.FloatTensor` (the legacy CUDA tensor types)."""
-    if isinstance(node, cst.Attribute):
+    if type(node) is cst.Attribute:
+        if not (node.attr.value.endswith("Tensor") and type(node.value) is cst.Attribute
+                and node.value.attr.value == "cuda"):
+            return None  # spelled `<...>.cuda.<X>Tensor` before resolving the name
         name = sem.qualified_name(node)
         if name is not None and _LEGACY_CUDA_TYPE.match(name) and _places_with_type(sem, node):
             return HardCodedCuda(node, None, False, "type")
@@ -1184,6 +1198,42 @@ def _is_half_dtype(sem: "Semantic", expr: Optional[cst.BaseExpression]) -> bool:
         name.split(".")[1] in HALF_DTYPES
 
 
+def may_hold_half(sem: "Semantic", expr: cst.BaseExpression) -> bool:
+    """A cheap filter before `half_conversion`: the file converts something to half precision,
+    and `expr` is a call or a name that some assignment in the file binds to an expression
+    containing such a conversion."""
+    def conversions() -> Tuple[bool, Set[str]]:
+        found = False
+        names: Set[str] = set()
+        for call in sem.index.nodes(cst.Call):
+            if not _is_half_spelling(sem, call):
+                continue
+            found = True
+            for ancestor in sem.ancestors(call):
+                if isinstance(ancestor, (cst.Assign, cst.AnnAssign)):
+                    targets = ancestor.targets if isinstance(ancestor, cst.Assign) else [ancestor]
+                    for target in targets:
+                        names |= _target_names(target.target)
+                    break
+                if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                    break
+        return found, names
+    found, names = _cached(sem, "half_conversions", conversions)
+    if not found:
+        return False
+    if isinstance(expr, cst.Name):
+        return expr.value in names
+    return isinstance(expr, cst.Call)
+
+
+def _is_half_spelling(sem: "Semantic", call: cst.Call) -> bool:
+    """`.half()`, `.bfloat16()`, or a call with a half dtype among its arguments."""
+    if method_call(call, "half", "bfloat16") and not call.args:
+        return True
+    return any(_is_half_dtype(sem, a.value) or (sem.qualified_name(a.value) or "").endswith(
+        ("HalfTensor", "BFloat16Tensor")) for a in call.args)
+
+
 def half_conversion(sem: "Semantic", expr: cst.BaseExpression, depth: int = 4) -> Optional[cst.CSTNode]:
     """When `expr` is certainly a float16/bfloat16 tensor made from another one — `x.half()`,
     `x.bfloat16()`, `x.to(torch.float16)`, `x.to(device, torch.half)`, `x.to(dtype=...)`,
@@ -1326,7 +1376,8 @@ __all__ = [
     "batches_moved_by_framework", "device_is_cpu", "device_may_be_accelerator",
     "device_name_in_scope", "device_parameter", "dominates", "file_device_choice",
     "float32_module", "guarded_by_device_condition", "half_conversion", "hard_coded_cuda",
-    "has_parameters", "in_device_helper", "is_loss_call", "module_moves_its_inputs", "is_parallel_wrapper", "iter_call_arguments",
+    "has_parameters", "in_device_helper", "is_loader_loop", "is_loss_call", "may_hold_half",
+    "module_moves_its_inputs", "is_parallel_wrapper", "iter_call_arguments",
     "loader_origin", "may_run_under_autocast", "model_device_move", "model_output_move",
     "unmoved_batch_element",
 ]

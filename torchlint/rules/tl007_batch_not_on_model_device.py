@@ -82,8 +82,8 @@ a prefetcher) is the author's choice.
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         sem = ctx.semantic
         func = node.func
-        if not sem.enclosing_loops(node):
-            return
+        if not any(device_state.is_loader_loop(sem, loop) for loop in sem.enclosing_loops(node)):
+            return  # batches come only from a loop over a DataLoader around the call
         if device_state.is_loss_call(sem, node):
             self._check_loss(node, ctx, sem)
             return

@@ -85,8 +85,6 @@ scope, and none for the legacy `torch.cuda.*Tensor` types.
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic
-        if isinstance(node, cst.Attribute) and isinstance(sem.parent(node), cst.Attribute):
-            return  # part of a longer dotted name
         hard = device_state.hard_coded_cuda(sem, node)
         if hard is None:
             return

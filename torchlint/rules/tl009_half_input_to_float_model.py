@@ -90,6 +90,8 @@ def _is_model_spelling(func: cst.BaseExpression) -> bool:
 
 
 def _half_input(sem: Semantic, value: cst.BaseExpression) -> Optional[cst.CSTNode]:
+    if not device_state.may_hold_half(sem, value):
+        return None
     return device_state.half_conversion(sem, value)
 
 
