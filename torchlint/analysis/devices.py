@@ -53,6 +53,11 @@ def is_dtype_expr(semantic: "Semantic", expr: cst.BaseExpression) -> bool:
     return False
 
 
+def is_device_name(name: str) -> bool:
+    """Whether an identifier is spelled like a device (`device`, `dev`, `train_device`, `gpu`)."""
+    return bool(_DEVICE_NAME.search(name))
+
+
 def is_device_expr(semantic: "Semantic", expr: cst.BaseExpression) -> bool:
     """Whether `expr` is certainly a device: `"cuda"`, `"cuda:0"`, `torch.device(...)`, a name
     or attribute named like a device (`device`, `dev`, `self.device`, `x.device`, `args.gpu`),

@@ -30,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("codes", nargs="*", metavar="CODE",
                         help="rule codes or prefixes (TL001, TL00) and claim ids (CLAIM-001)")
     parser.add_argument("--device", choices=("cpu", "cuda", "all"), default=None,
-                        help="where to run (default: cpu, plus cuda when available)")
+                        help="where to run (default: cpu, plus cuda when available); "
+                             "`cuda` without CUDA exits 2, `all` skips what is absent")
     parser.add_argument("--output-format", choices=("text", "json"), default="text")
     parser.add_argument("--claims", action="store_true",
                         help="also run the cases refuting popular claims")
@@ -66,8 +67,8 @@ def select_cases(codes: Sequence[str] = (), claims: bool = False) -> List[Case]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of `torchlint --verify` and `python -m torchlint.verify`; returns the exit
-    code: 0 when nothing is NOT CONFIRMED / NOT REFUTED / ERROR, 1 otherwise, 2 for usage errors
-    or a missing torch."""
+    code: 0 when nothing is NOT CONFIRMED / NOT REFUTED / ERROR, 1 otherwise, 2 for usage errors,
+    a missing torch, or `--device cuda` without CUDA."""
     import importlib.util
 
     try:
@@ -83,10 +84,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stderr.write(f"torchlint --verify: {error}\n")
         return EXIT_ERROR
     from torchlint.verify.report import render_json, render_text
-    from torchlint.verify.runner import DEFAULT_TIMEOUT, run_cases
+    from torchlint.verify.runner import DEFAULT_TIMEOUT, cuda_build_missing, run_cases
 
+    # An explicitly requested device that is absent is an error, so that a GPU job that lost
+    # its GPU fails instead of passing with every case SKIPPED; `--device all` still skips.
+    if args.device == "cuda" and cuda_build_missing() is not None:
+        sys.stderr.write(f"torchlint --verify: --device cuda: {cuda_build_missing()}\n")
+        return EXIT_ERROR
     devices = {None: None, "cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu", "cuda"]}[args.device]
     report = run_cases(cases, devices=devices, timeout=args.timeout or DEFAULT_TIMEOUT)
+    if args.device == "cuda" and report["environment"]["devices"]["cuda"]["available"] is False:
+        sys.stderr.write("torchlint --verify: --device cuda: no CUDA device is available "
+                         "(torch.cuda.is_available() is False)\n")
+        return EXIT_ERROR
     render = render_json if args.output_format == "json" else render_text
     sys.stdout.write(render(report))
     return report["exit_code"]

@@ -178,6 +178,46 @@ inputs, labels = inputs.to(target), labels.to(target)
                 "show": ["loader.num_workers", "type(batches).__name__", "labels.device.type",
                          "inputs.is_pinned()"]},
     ),
+    Case(
+        rule="CLAIM-006",
+        title="device moves must happen outside torch.no_grad()",
+        # the data and the model are moved inside no_grad; training then gets its gradients
+        bad="""\
+import torch
+import torch.nn as nn
+
+target = DEVICE if DEVICE != "cpu" else OTHER_DEVICE
+model = nn.Linear(4, 2)
+x = torch.randn(3, 4)
+with torch.no_grad():
+    model = model.to(target)
+    x_moved = x.to(target)
+loss = model(x_moved).sum()
+loss.backward()
+leaf = model.weight
+""",
+        # what the claim gets right: a tensor that requires grad, moved inside no_grad, is a new
+        # tensor with no link back to its source, so no gradient reaches the source
+        good="""\
+import torch
+
+target = DEVICE if DEVICE != "cpu" else OTHER_DEVICE
+leaf = torch.randn(4, 2, requires_grad=True)
+bias = torch.zeros(2, device=target, requires_grad=True)
+x = torch.randn(3, 4, device=target)
+with torch.no_grad():
+    moved = leaf.to(target)
+loss = (x @ moved + bias).sum()
+loss.backward()
+linked = leaf.to(target)
+""",
+        bad_line=0,
+        probe="value_compare",
+        expect={"left": "leaf.grad", "op": "is", "right": "None",
+                "show": ["model.weight.device", "x_moved.requires_grad", "leaf.is_leaf",
+                         "moved.requires_grad", "moved.grad_fn", "bias.grad is None",
+                         "linked.grad_fn"]},
+    ),
 ]
 
 

@@ -75,6 +75,14 @@ def torch_build_has_cuda() -> bool:
     return any(values.get(key, "None") not in ("None", "") for key in ("cuda", "hip"))
 
 
+def cuda_build_missing() -> Optional[str]:
+    """Why CUDA cannot exist with the installed torch (a CPU-only build), or None when it may."""
+    if torch_build_has_cuda():
+        return None
+    version = (_torch_version_file() or {}).get("__version__", "unknown")
+    return f"this torch build has no CUDA support (torch {version})"
+
+
 def _signal_name(returncode: int) -> str:
     if returncode < 0:
         try:

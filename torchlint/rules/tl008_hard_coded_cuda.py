@@ -1,0 +1,173 @@
+"""TL008: hard-coded CUDA in code that chooses its device at run time."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis import device_state, devices
+from torchlint.analysis.semantic import Semantic
+from torchlint.finding import Applicability
+from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
+
+# Keyword arguments of `.cuda()` that `.to()` takes too.
+_KEPT_KEYWORDS = ("non_blocking", "memory_format")
+
+
+class HardCodedCuda(Rule):
+    code = "TL008"
+    name = "hard-coded-cuda"
+    summary = "Hard-coded CUDA in code that chooses its device at run time fails without a GPU"
+    fix_availability = "sometimes"
+    triggers = ("cuda",)
+    node_types = (cst.Call, cst.Attribute)
+    confirmation_module = "tl008"
+    docs = """
+## What it does
+Flags a tensor or module placed on CUDA by hard-coding — `.cuda()`, `.cuda(0)`,
+`device="cuda"`, `.to("cuda:0")`, `.to(torch.device("cuda"))`, the legacy
+`torch.cuda.FloatTensor` types — in a file that chooses its device at run time:
+
+- a conditional device (`torch.device("cuda" if torch.cuda.is_available() else "cpu")`),
+- an `if` on such a condition that moves something (`if args.cuda: model.cuda()`),
+- a flag computed from `torch.cuda.is_available()` (`use_cuda = ...`,
+  `args.cuda = not args.no_cuda and torch.cuda.is_available()`),
+- a `--cuda`/`--no-cuda`/`--cpu`/`--device` command-line option,
+
+or in a function that takes a `device` parameter. Not flagged: code under a guard of the
+condition (`if torch.cuda.is_available():`, `if args.cuda:`, either branch, `x.cuda() if
+use_cuda else x`, after `assert torch.cuda.is_available()` or `if not use_gpu: return`, in a
+`try`, under a CUDA skip decorator, or in a function a same-file caller calls under such a
+guard), functions named for devices (`to_gpu`, `get_device`, a `cuda()` method), type checks
+(`isinstance(x, torch.cuda.FloatTensor)`), and files that never choose a device: a GPU-only
+script is a choice, not a bug. Conditions that follow where a tensor already is (`x.is_cuda`,
+`x.device.type == "cuda"`) are guards but not choices, and a file that calls CUDA-only
+functions outside any guard (`torch.cuda.get_device_name(0)`, `torch.cuda.set_device(rank)`,
+`with torch.cuda.device(1):`) is GPU-only in fact.
+
+## Why is this bad?
+The condition says the code is meant to run without a GPU too, and the hard-coded placement
+breaks exactly there: on a machine without CUDA, `.cuda()`, `device="cuda"` and
+`.to("cuda")` raise `AssertionError: Torch not compiled with CUDA enabled` (torch 2.13, CPU
+build), `torch.cuda.FloatTensor(3)` raises `TypeError: type torch.cuda.FloatTensor not
+available`; a CUDA build on a machine without a GPU fails at the same call. Run with `--no-cuda`
+on a GPU machine, the hard-coded tensor lands on the GPU while the rest stays on the CPU:
+`Expected all tensors to be on the same device`.
+
+## Example
+```python
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = Net().to(device)
+mask = torch.ones(4).cuda()
+```
+
+Use instead:
+```python
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = Net().to(device)
+mask = torch.ones(4).to(device)
+```
+
+## Fix safety
+When exactly one device name is in scope (a `device = torch.device(...)` of the file, a `device`
+parameter), `.cuda()` becomes `.to(device)` and `device="cuda"` / `.to("cuda")` use `device`.
+The fix is safe for a receiver that is certainly a tensor or module and `.cuda()` without a GPU
+index: on a GPU machine `device` is that same GPU. It is unsafe when the code names a GPU index
+(`.cuda(1)`, `"cuda:0"`: `device` may be another GPU) or the receiver is not known to be a
+tensor or module (it may have `.cuda()` but no `.to()`). No fix without a single device name in
+scope, and none for the legacy `torch.cuda.*Tensor` types.
+
+## References
+- https://pytorch.org/docs/stable/notes/cuda.html#device-agnostic-code
+- https://pytorch.org/docs/stable/tensor_attributes.html#torch.device
+"""
+
+    def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
+        sem = ctx.semantic
+        hard = device_state.hard_coded_cuda(sem, node)
+        if hard is None:
+            return
+        choice = _device_choice(sem, node)
+        if choice is None:
+            return
+        if device_state.guarded_by_device_condition(sem, node) or device_state.in_device_helper(sem, node):
+            return
+        device = device_state.device_name_in_scope(sem, node)
+        fix = _fix(ctx, sem, hard, device)
+        if fix is not None:
+            advice = f"use `{fix.message.split('`')[1]}`"
+        else:
+            advice = "place it with the device the code chose (`.to(device)`)"
+        ctx.report(
+            node,
+            f"`{ctx.short(node, 40)}` hard-codes CUDA in code that chooses its device "
+            f"({_describe_choice(ctx, choice)}): without a GPU it fails with `AssertionError: Torch "
+            f"not compiled with CUDA enabled` — {advice}",
+            fix,
+        )
+
+
+def _device_choice(sem: Semantic, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """Where this file or function chooses its device: the file's own choice, else a `device`
+    parameter of an enclosing function."""
+    return device_state.file_device_choice(sem) or device_state.device_parameter(sem, node)
+
+
+def _describe_choice(ctx: RuleContext, choice: cst.CSTNode) -> str:
+    """`device = … if torch.cuda.is_available() else …`, `if args.cuda:`, `use_cuda = ...`, the
+    `--no-cuda` option, its `device` parameter."""
+    if isinstance(choice, cst.Param):
+        return f"its `{choice.name.value}` parameter"
+    if isinstance(choice, cst.If):
+        return f"`if {ctx.short(choice.test, 40)}:`"
+    if isinstance(choice, cst.Call):  # parser.add_argument("--no-cuda", ...)
+        return f"the `{ctx.short(choice.args[0].value, 30).strip(chr(34) + chr(39))}` option"
+    statement = ctx.semantic.statement_of(choice)
+    conditional = choice if isinstance(choice, cst.IfExp) else next(
+        iter(ctx.semantic.index.descendants(choice, cst.IfExp)), None)
+    if conditional is not None:
+        condition = f"… if {ctx.short(conditional.test, 40)} else …"
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+            return f"`{ctx.short(statement.targets[0].target, 20)} = {condition}`"
+        return f"`{condition}`"
+    return f"`{ctx.short(statement if statement is not None else choice, 60)}`"
+
+
+def _fix(ctx: RuleContext, sem: Semantic, hard: device_state.HardCodedCuda,
+         device: Optional[str]) -> Optional[FixSpec]:
+    if device is None or hard.replace is None:
+        return None
+    unsafe = hard.indexed
+    if hard.kind == "method":
+        call = hard.node
+        receiver = call.func.value
+        kept = [a for a in call.args if a.keyword is not None and a.keyword.value in _KEPT_KEYWORDS]
+        if len(kept) != sum(1 for a in call.args if a.keyword is not None and a.keyword.value != "device") \
+                or any(a.star for a in call.args):
+            return None  # keywords `.to()` does not take
+        arguments = ", ".join([device] + [f"{a.keyword.value}={ctx.code(a.value)}" for a in kept])
+        unsafe = unsafe or not _is_tensor_or_module(sem, receiver)
+        return FixSpec(f"Use `.to({device})`", (Replace(call, f"{ctx.code(receiver)}.to({arguments})"),),
+                       Applicability.UNSAFE if unsafe else Applicability.SAFE)
+    target = hard.node
+    if hard.kind == "to":
+        unsafe = unsafe or not _is_tensor_or_module(sem, target.func.value)
+        message = f"Use `.to({device})`"
+    else:
+        message = f"Use `device={device}`"
+    return FixSpec(message, (Replace(hard.replace, device),),
+                   Applicability.UNSAFE if unsafe else Applicability.SAFE)
+
+
+def _is_tensor_or_module(sem: Semantic, expr: cst.BaseExpression) -> bool:
+    """A receiver that certainly has `.to()`: a torch tensor factory result or a module."""
+    if devices.is_tensor_factory(sem, expr) or sem.is_module_expr(expr):
+        return True
+    if isinstance(expr, cst.Name):
+        value = sem.reaching_value(expr)
+        return value is not None and value is not expr and devices.is_tensor_factory(sem, value)
+    return False
+
+
+__all__ = ["HardCodedCuda"]
