@@ -1,5 +1,5 @@
 """The device family TL007–TL009: the issue-15 file, the device-state facts
-(torchlint/analysis/device_state.py), messages, TL008's fix, and `--verify --device cuda` on a
+(torchlint/analysis/device_state.py, device_guards.py), messages, TL008's fix, and `--verify --device cuda` on a
 machine without CUDA."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from torchlint.analysis import device_state
+from torchlint.analysis import device_guards, device_state
 from torchlint.analysis.semantic import Semantic
 from torchlint.engine import lint_source
 from torchlint.finding import Applicability
@@ -148,7 +148,7 @@ def test_model_passed_by_every_caller_moved():
             use(model)
         def main(device):
             train(nn.Linear(2, 2).to(device), None)
-            net = nn.Linear(2, 2).cuda()
+            net = nn.Linear(2, 2).to(device)
             train(net, None)
         """)
     use = calls_named(sem, "use")[0]
@@ -238,7 +238,7 @@ def test_enumerate_index_is_not_a_batch():
 ])
 def test_hard_coded_cuda(expr, kind, indexed):
     sem = model(f"import torch\ny = {expr}\n")
-    found = device_state.hard_coded_cuda(sem, sem.index.nodes(cst.Assign)[-1].value)
+    found = device_guards.hard_coded_cuda(sem, sem.index.nodes(cst.Assign)[-1].value)
     assert (found.kind, found.indexed) == (kind, indexed) if kind else found is None
 
 
@@ -255,7 +255,7 @@ def test_device_name_in_scope():
             return x.cuda()
         """)
     returns = sorted(sem.index.nodes(cst.Return), key=sem.index.order.__getitem__)
-    assert [device_state.device_name_in_scope(sem, r.value) for r in returns] == ["device", None, None]
+    assert [device_guards.device_name_in_scope(sem, r.value) for r in returns] == ["device", None, None]
 
 
 def test_tl008_fix_safety():
@@ -378,7 +378,7 @@ def test_verify_device_cuda_on_a_cuda_build_without_a_gpu(monkeypatch, capsys):
 ])
 def test_file_device_choice(source, chooses):
     sem = model("import torch\nimport torch.nn as nn\n" + source + "\n")
-    assert (device_state.file_device_choice(sem) is not None) is chooses
+    assert (device_guards.file_device_choice(sem) is not None) is chooses
 
 
 @pytest.mark.parametrize("line, guarded", [
@@ -394,8 +394,8 @@ def test_file_device_choice(source, chooses):
 ])
 def test_guarded_by_device_condition(line, guarded):
     sem = model("import torch\nuse_cuda = torch.cuda.is_available()\n" + line + "\n")
-    call = next(c for c in sem.index.nodes(cst.Call) if device_state.hard_coded_cuda(sem, c))
-    assert device_state.guarded_by_device_condition(sem, call) is guarded
+    call = next(c for c in sem.index.nodes(cst.Call) if device_guards.hard_coded_cuda(sem, c))
+    assert device_guards.guarded_by_device_condition(sem, call) is guarded
 
 
 def test_function_called_under_a_guard_is_guarded():
@@ -407,8 +407,8 @@ def test_function_called_under_a_guard_is_guarded():
         if use_cuda:
             warm_up(torch.ones(1))
         """)
-    call = next(c for c in sem.index.nodes(cst.Call) if device_state.hard_coded_cuda(sem, c))
-    assert device_state.guarded_by_device_condition(sem, call)
+    call = next(c for c in sem.index.nodes(cst.Call) if device_guards.hard_coded_cuda(sem, c))
+    assert device_guards.guarded_by_device_condition(sem, call)
 
 
 @pytest.mark.parametrize("imports, moved", [
@@ -436,4 +436,4 @@ def test_batches_moved_by_framework(imports, moved):
 def test_may_run_under_autocast(context, autocast):
     sem = model(f"import torch\n{context}\n    model(x)\n")
     call = calls_named(sem, "model")[0]
-    assert device_state.may_run_under_autocast(sem, call) is autocast
+    assert device_guards.may_run_under_autocast(sem, call) is autocast

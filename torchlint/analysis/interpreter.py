@@ -350,11 +350,96 @@ class Values(TorchSemantics):
         if not defs:
             return self._outer_name(node, frame)
         value = join_all(self.definition_value(d, frame) for d in defs)
+        if value.kind == MODULE:
+            value = self._after_statements_on(node, defs, value, frame)
         if value.shape is None and (value.kind in TENSOR_KINDS or value.kind == INPUT):
             observed = self._observed_shape(node, defs)
             if observed is not None:
                 value = value.but(shape=observed)
         return value
+
+    def _after_statements_on(self, use: cst.Name, defs: Tuple[Def, ...], value: Value, frame: Frame) -> Value:
+        """A module changed in place by bare statements between its definition and this use:
+        `model.to(device)`, `model.cuda()`, `model.half()` (nn.Module moves and casts itself). A
+        statement on some paths only, or later in a loop around the use, makes the device and
+        dtype unknown."""
+        statements = self._module_statements().get((id(self.sem.function_of(use)), use.value))
+        if not statements:
+            return value
+        order = self.index.order
+        here = order[use]
+        start = min(order[d.statement] for d in defs)
+        loops = None
+        for call, method in statements:
+            position = order[call]
+            if self.index.contains(call, use):
+                continue
+            if position > here:
+                if loops is None:
+                    loops = self.sem.enclosing_loops(use)
+                if any(self.index.contains(loop, call) for loop in loops):
+                    value = value.but(device=None, dtype=None)
+                continue
+            if position < start:
+                continue
+            if len(defs) != 1 or not self.dominates(self.sem.statement_of(call), use):
+                value = value.but(device=None, dtype=None)
+                continue
+            changed = self._module_method(value, method, call, frame)
+            value = changed if changed is not None and changed.kind == MODULE else value.but(device=None, dtype=None)
+        return value
+
+    def _module_statements(self) -> Dict[tuple, list]:
+        """(function id, name) -> the bare statements `name.<move or cast>(...)` there, in order."""
+        found = self.__dict__.get("_module_statement_table")
+        if found is not None:
+            return found
+        found = {}
+        methods = api.MODULE_DEVICE_METHODS | api.MODULE_DTYPE_METHODS | {"to", "type", "to_empty"}
+        for call in self.index.nodes(cst.Call):
+            func = call.func
+            if type(func) is not cst.Attribute or type(func.value) is not cst.Name or func.attr.value not in methods:
+                continue
+            outer: cst.CSTNode = call
+            parent = self.index.parent.get(outer)
+            while type(parent) is cst.Attribute and type(self.index.parent.get(parent)) is cst.Call \
+                    and self.index.parent[parent].func is parent:
+                outer = self.index.parent[parent]
+                parent = self.index.parent.get(outer)
+            if type(parent) is not cst.Expr:
+                continue
+            key = (id(self.sem.function_of(call)), func.value.value)
+            found.setdefault(key, []).append((call, func.attr.value))
+        for calls in found.values():
+            calls.sort(key=lambda item: self.index.order[item[0]])
+        self.__dict__["_module_statement_table"] = found
+        return found
+
+    def dominates(self, statement: Optional[cst.CSTNode], node: cst.CSTNode) -> bool:
+        """Whether `statement` certainly runs before `node` each time `node` runs: it stands
+        earlier in a block that holds `node` (at any depth, in the same function)."""
+        if statement is None:
+            return False
+        parent_of = self.index.parent
+        line = parent_of.get(statement)
+        holder = line if isinstance(statement, cst.BaseSmallStatement) and type(line) is cst.SimpleStatementLine \
+            else statement
+        block = parent_of.get(holder)
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)) or self.sem.function_of(statement) is not self.sem.function_of(node):
+            return False
+        position = next((i for i, item in enumerate(body) if item is holder), None)
+        if position is None:
+            return False
+        child = node
+        for ancestor in self.sem.ancestors(node):
+            if ancestor is block:
+                later = next((i for i, item in enumerate(body) if item is child), None)
+                return later is not None and later > position
+            if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+                return False
+            child = ancestor
+        return False
 
     def _observed_shape(self, use: cst.Name, defs: Tuple[Def, ...]) -> Optional[tuple]:
         """`B, N, C = x.shape` (or `x.size()`) earlier in the function, for this same value of `x`:
@@ -416,7 +501,7 @@ class Values(TorchSemantics):
         scope, bindings = found
         if any(b.kind == "import" for b in bindings):
             return UNKNOWN_VALUE  # modules are resolved by their qualified names
-        if type(scope) is cst.Module:
+        if type(scope) is cst.Module and not self._module_statements().get((id(None), spelled)):
             at_calls = self._global_at_calls(node, spelled)
             if at_calls is not None:
                 return at_calls
@@ -424,7 +509,11 @@ class Values(TorchSemantics):
         if not definitions:
             return UNKNOWN_VALUE
         outer = self.generic_frame(scope if type(scope) is cst.FunctionDef else None)
-        return join_all(self.definition_value(d, outer) for d in definitions)
+        value = join_all(self.definition_value(d, outer) for d in definitions)
+        if value.kind == MODULE and self._module_statements().get(
+                (id(scope if type(scope) is cst.FunctionDef else None), spelled)):
+            value = value.but(device=None, dtype=None)  # moved or cast in place somewhere out there
+        return value
 
     def _global_at_calls(self, node: cst.Name, spelled: str) -> Optional[Value]:
         """A global read in a function that only module-level code calls: its value where each
@@ -576,6 +665,8 @@ class Values(TorchSemantics):
                 return Value(MODULE, AG_NONE, module=ModuleInfo(klass=self._annotation_class(annotation)))
             if kind == OPTIMIZER:
                 return Value(OPTIMIZER, AG_NONE)
+            if kind == LOADER:
+                return Value(LOADER, AG_NONE, site=param)
             if kind is not None:
                 return Value(kind, AG_NONE)
             return UNKNOWN_VALUE
@@ -624,6 +715,8 @@ class Values(TorchSemantics):
                 return MODULE
             if qualified in api.OPTIMIZER_BASES or api.is_optimizer_class(qualified):
                 return OPTIMIZER
+            if qualified in api.LOADERS:
+                return LOADER
         if type(annotation) is cst.Name:
             for klass in self._classes_named(annotation.value):
                 if self.sem.is_module_class(klass):
@@ -844,6 +937,8 @@ class Values(TorchSemantics):
                     grand = self.index.parent.get(parent)
                     if type(grand) is cst.Call and grand.func is parent:
                         continue
+                if type(parent) is cst.Arg and parent.keyword is use:
+                    continue  # `MNIST(..., train=True)` names a keyword, not the function
                 if type(parent) is cst.Arg:
                     call = self.index.parent.get(parent)
                     if type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == "apply":
@@ -1067,7 +1162,7 @@ class Values(TorchSemantics):
 
     def instance_of(self, klass: cst.ClassDef, site) -> Value:
         if self.sem.is_module_class(klass):
-            return Value(MODULE, AG_NONE, module=ModuleInfo(klass=klass), site=site)
+            return Value(MODULE, AG_NONE, module=ModuleInfo(klass=klass), site=site, dtype="float32")
         if any(self._is_base(base.value, api.OPTIMIZER_BASES) for base in klass.bases):
             return Value(OPTIMIZER, AG_NONE, site=site, detail=klass)
         return Value(INSTANCE, AG_NONE, detail=klass, site=site)

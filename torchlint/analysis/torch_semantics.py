@@ -11,6 +11,7 @@ reduction or a loss, and so on. Nothing here imports torch.
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
@@ -115,9 +116,10 @@ class TorchSemantics:
                 stochastic = None
                 if api.TORCHVISION_STOCHASTIC.match(qualified):
                     stochastic = f"{member} (BatchNorm/Dropout)"
-                return Value(MODULE, AG_NONE, module=ModuleInfo(qualified, stochastic=stochastic), site=call)
+                return Value(MODULE, AG_NONE, module=ModuleInfo(qualified, stochastic=stochastic), site=call,
+                             dtype="float32")
             if member[:1].isupper():
-                return Value(MODULE, AG_NONE, module=ModuleInfo(qualified), site=call)
+                return Value(MODULE, AG_NONE, module=ModuleInfo(qualified), site=call, dtype="float32")
         if qualified in api.MODEL_ZOO and qualified != "torch.load":
             return Value(MODULE, AG_NONE, module=ModuleInfo(qualified), site=call)
         if head in ("tqdm",) and call.args:
@@ -328,9 +330,14 @@ class TorchSemantics:
         stateless = member in api.STATELESS_MODULES
         device_expr = _keyword(call, "device")
         device = self._device_from(device_expr, call, frame) if device_expr is not None else None
+        dtype_expr = _keyword(call, "dtype")
+        dtype = "float32" if dtype_expr is None else None
+        if dtype_expr is not None:
+            dtype_value = self.value(dtype_expr, frame)
+            dtype = dtype_value.detail if dtype_value.kind == DTYPE else None
         return Value(MODULE, AG_NONE, module=ModuleInfo(canonical, stochastic=stochastic, stateless=stateless,
                                                         activation=activation, parts=parts),
-                     site=call, device=device)
+                     site=call, device=device, dtype=dtype)
 
     def _container_parts(self, canonical: str, call: cst.Call, frame) -> Optional[Tuple[Value, ...]]:
         if canonical == "torch.nn.Sequential":
@@ -450,9 +457,14 @@ class TorchSemantics:
             return Value(CONTAINER, AG_NONE, element=Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=module.device))
         if method in api.MODULE_DEVICE_METHODS or method == "to":
             device = self._move_device(method, call, frame, module.device)
-            if method == "to" and device is module.device:
+            dtype = self._module_dtype_after_to(call, frame, module.dtype) if method == "to" else module.dtype
+            if method == "to" and device is module.device and dtype == module.dtype:
                 return module
-            return module.but(device=device)
+            return module.but(device=device, dtype=dtype)
+        if method in api.MODULE_DTYPE_METHODS:
+            return module.but(dtype=_MODULE_DTYPES[method])
+        if method in ("type", "to_empty"):
+            return module.but(dtype=None, device=None if method == "to_empty" else module.device)
         if method in api.MODULE_SELF_METHODS:
             return module
         if method == "forward":
@@ -464,6 +476,26 @@ class TorchSemantics:
                       "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook"):
             return UNKNOWN_VALUE
         return None
+
+    def _module_dtype_after_to(self, call: cst.Call, frame, current: Optional[str]) -> Optional[str]:
+        """A module's parameter dtype after `.to(...)`: a dtype argument sets it, a device keeps
+        it, anything else (`.to(other_tensor)`, `.to(*args)`) makes it unknown."""
+        dtype = current
+        for arg in call.args:
+            if arg.star:
+                return None
+            if arg.keyword is not None and arg.keyword.value not in ("device", "dtype"):
+                continue
+            value = self.value(arg.value, frame)
+            if value.kind == DTYPE:
+                dtype = value.detail
+            elif arg.keyword is not None and arg.keyword.value == "dtype":
+                return None
+            elif value.kind == DEVICE or self._device_from(arg.value, call, frame) is not None:
+                continue
+            else:
+                return None
+        return dtype
 
     def _move_device(self, method: str, call: cst.Call, frame, current: Optional[Device]) -> Optional[Device]:
         if method == "cuda":
@@ -620,6 +652,11 @@ class TorchSemantics:
         elif method in ("type", "type_as"):
             change = _MAY_CHANGE
             dtype = None
+            legacy = _legacy_tensor_type(self.sem, call.args[0].value) if method == "type" and len(call.args) == 1 else None
+            if legacy is not None:
+                dtype = legacy[0]
+                if legacy[1]:
+                    device = Device(CUDA, None, call)
         autograd = tensor.autograd
         if autograd == AG_LEAF and change != _NO_CHANGE:
             autograd = AG_GRAPH if change == _CHANGE else AG_REQUIRES
@@ -629,6 +666,20 @@ class TorchSemantics:
 
 
 _NO_CHANGE, _MAY_CHANGE, _CHANGE = 0, 1, 2
+_LEGACY_TYPE = re.compile(r"^torch\.(cuda\.)?(Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor$")
+_LEGACY_DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
+                  "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
+
+
+def _legacy_tensor_type(sem, expr: cst.BaseExpression) -> Optional[Tuple[str, bool]]:
+    """For `torch.cuda.HalfTensor` (or its name as a string): (its dtype, whether it is CUDA)."""
+    spelled = string_text(expr) if type(expr) is cst.SimpleString else sem.qualified_name(expr)
+    found = _LEGACY_TYPE.match(spelled or "")
+    if found is None:
+        return None
+    return _LEGACY_DTYPES[found.group(2)], bool(found.group(1))
+# The parameter dtype each nn.Module conversion method leaves.
+_MODULE_DTYPES = {"half": "float16", "float": "float32", "double": "float64", "bfloat16": "bfloat16"}
 
 
 def _device_change(before: Optional[Device], after: Optional[Device]) -> int:

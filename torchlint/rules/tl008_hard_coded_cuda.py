@@ -6,7 +6,8 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import device_state, devices
+from torchlint.analysis import device_guards
+from torchlint.analysis.value import CRITERION, MODULE, TENSOR_KINDS
 from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
@@ -85,15 +86,15 @@ scope, and none for the legacy `torch.cuda.*Tensor` types.
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic
-        hard = device_state.hard_coded_cuda(sem, node)
+        hard = device_guards.hard_coded_cuda(sem, node)
         if hard is None:
             return
         choice = _device_choice(sem, node)
         if choice is None:
             return
-        if device_state.guarded_by_device_condition(sem, node) or device_state.in_device_helper(sem, node):
+        if device_guards.guarded_by_device_condition(sem, node) or device_guards.in_device_helper(sem, node):
             return
-        device = device_state.device_name_in_scope(sem, node)
+        device = device_guards.device_name_in_scope(sem, node)
         fix = _fix(ctx, sem, hard, device)
         if fix is not None:
             advice = f"use `{fix.message.split('`')[1]}`"
@@ -111,7 +112,7 @@ scope, and none for the legacy `torch.cuda.*Tensor` types.
 def _device_choice(sem: Semantic, node: cst.CSTNode) -> Optional[cst.CSTNode]:
     """Where this file or function chooses its device: the file's own choice, else a `device`
     parameter of an enclosing function."""
-    return device_state.file_device_choice(sem) or device_state.device_parameter(sem, node)
+    return device_guards.file_device_choice(sem) or device_guards.device_parameter(sem, node)
 
 
 def _describe_choice(ctx: RuleContext, choice: cst.CSTNode) -> str:
@@ -134,7 +135,7 @@ def _describe_choice(ctx: RuleContext, choice: cst.CSTNode) -> str:
     return f"`{ctx.short(statement if statement is not None else choice, 60)}`"
 
 
-def _fix(ctx: RuleContext, sem: Semantic, hard: device_state.HardCodedCuda,
+def _fix(ctx: RuleContext, sem: Semantic, hard: device_guards.HardCodedCuda,
          device: Optional[str]) -> Optional[FixSpec]:
     if device is None or hard.replace is None:
         return None
@@ -161,13 +162,13 @@ def _fix(ctx: RuleContext, sem: Semantic, hard: device_state.HardCodedCuda,
 
 
 def _is_tensor_or_module(sem: Semantic, expr: cst.BaseExpression) -> bool:
-    """A receiver that certainly has `.to()`: a torch tensor factory result or a module."""
-    if devices.is_tensor_factory(sem, expr) or sem.is_module_expr(expr):
+    """A receiver that certainly has `.to()`: a tensor made by a torch call, or a module."""
+    value = sem.values.of(expr)
+    if value.kind in (MODULE, CRITERION):
         return True
-    if isinstance(expr, cst.Name):
-        value = sem.reaching_value(expr)
-        return value is not None and value is not expr and devices.is_tensor_factory(sem, value)
-    return False
+    site = value.site
+    return value.kind in TENSOR_KINDS and isinstance(site, cst.Call) and \
+        (sem.qualified_name(site.func) or "").startswith("torch.")
 
 
 __all__ = ["HardCodedCuda"]

@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import device_state
+from torchlint.analysis import device_guards, device_state
 from torchlint.analysis.semantic import Semantic
 from torchlint.rules.base import Rule, RuleContext
 
@@ -100,7 +100,7 @@ def _float32_model(sem: Semantic, model: cst.BaseExpression) -> Optional[cst.Cal
 
 
 def _may_autocast(sem: Semantic, node: cst.CSTNode) -> bool:
-    return device_state.may_run_under_autocast(sem, node)
+    return device_guards.may_run_under_autocast(sem, node)
 
 
 __all__ = ["HalfInputToFloatModel"]
