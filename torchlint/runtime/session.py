@@ -3,7 +3,10 @@
 - global module forward pre-hooks and (always-called) forward hooks
   (`torch.nn.modules.module.register_module_forward_pre_hook` / `..._forward_hook`);
 - global optimizer step pre/post hooks (`torch.optim.optimizer.register_optimizer_step_*_hook`);
-- a `TorchFunctionMode` that sees every torch function and tensor method called from Python;
+- a `TorchFunctionMode` that sees the torch functions and tensor methods the user's code calls (it
+  is switched off while a library module's forward runs — nn.Linear, nn.TransformerEncoderLayer
+  — and back on in the user's own modules and in loss modules: most ops of a model run inside
+  library layers, and routing each of them through Python would cost more than everything else);
 - `torch.autograd.graph.saved_tensors_hooks` (bytes of saved tensors; see detectors/memory.py);
 - per-parameter tensor hooks and grad_fn pre-hooks (TL002, TL003, TL106);
 - `warnings.showwarning`, wrapped (warnings still print as they would).
@@ -53,6 +56,9 @@ _ARITHMETIC = {"add", "__add__", "__radd__", "__iadd__", "sub", "__sub__", "__rs
                "cat", "sum", "mean", "add_", "mul_", "div_", "sub_"}
 
 _ACTIVE: List[Optional["Session"]] = [None]
+# Our own hook code reads tensor attributes (versions, grad_fn) and calls a few torch functions:
+# without this, each of those would go through the TorchFunctionMode as if the script had made it.
+_QUIET = torch._C.DisableTorchFunction
 
 
 def _after_fork_in_child() -> None:
@@ -85,7 +91,7 @@ class _Mode(TorchFunctionMode):
         if kwargs is None:
             kwargs = {}
         session = self._session
-        if session.disabled or session.busy:
+        if session.disabled or session.busy or session.stepping:
             return func(*args, **kwargs)
         try:
             handler = self._handlers[func]
@@ -109,6 +115,7 @@ class Session:
         self.observations = Observations()
         self.disabled = False
         self.busy = False  # our own code is calling torch: the mode passes everything through
+        self.stepping = False  # inside an optimizer step without a closure: its update ops pass through too
         self.internal_errors: List[str] = []
         self.internal_error_count = 0
         self.iteration = 0  # steps of the first optimizer that stepped
@@ -127,6 +134,8 @@ class Session:
         self._main_namespace: Optional[dict] = None
         self._handles: List[Any] = []
         self._mode: Optional[_Mode] = None
+        self._mode_on = False
+        self._mode_switched: List[bool] = []  # per running module call: did its pre-hook switch the mode?
         self._showwarning = None
         self._warned: Set[tuple] = set()
 
@@ -150,15 +159,14 @@ class Session:
             self.internal_errors.append("saved-tensor hooks are disabled in this process: no saved-tensor bytes")
         self._mode = _Mode(self)
         self._mode.__enter__()
+        self._mode_on = True
         self._showwarning = warnings.showwarning
         warnings.showwarning = self._on_warning
 
     def uninstall(self) -> None:
         self.busy = True
         if self._mode is not None:
-            try:
-                self._mode.__exit__(None, None, None)
-            except Exception:  # noqa: BLE001 - the script left another mode on top of ours
+            if self._mode_on and not self._set_mode(False):
                 self.internal_errors.append("a TorchFunctionMode of the script was still active at the end")
             self._mode = None
         self.memory.uninstall()
@@ -245,6 +253,21 @@ class Session:
                 return root
         return None
 
+    def _set_mode(self, on: bool) -> bool:
+        """Switch the TorchFunctionMode on or off; False when it stays as it is (already so, or
+        the script pushed a mode of its own on top of ours)."""
+        mode = self._mode
+        if mode is None or on == self._mode_on:
+            return False
+        if on:
+            mode.__enter__()
+        else:
+            if torch.overrides._get_current_function_mode() is not mode:
+                return False
+            mode.__exit__(None, None, None)
+        self._mode_on = on
+        return True
+
     # -- module hooks ----------------------------------------------------------------------------------
     def _kind_of(self, cls: type) -> int:
         kind = 0
@@ -266,14 +289,19 @@ class Session:
             kind = self._kinds.get(type(module))
             if kind is None:
                 kind = self._kind_of(type(module))
-            if depth == 0:
-                self._root_pre(module, args)
-            if kind & _USER_MODULE:
-                self.inplace.before_forward(module, args)
-                self.module_state.before_forward(module)
+            if depth == 0 or kind & _USER_MODULE or self.inplace.input_ids:
+                with _QUIET():
+                    if depth == 0:
+                        self._root_pre(module, args)
+                    if kind & _USER_MODULE:
+                        self.inplace.before_forward(module, args)
+                        self.module_state.before_forward(module)
+                    elif self.inplace.input_ids:
+                        self.inplace.before_library_call(module, args)
             watched = self.module_state.watched
             if watched and id(module) in watched:
                 self.module_state.called.add(id(module))
+            self._mode_switched.append(self._set_mode(bool(kind & (_USER_MODULE | _LOSS_MODULE))))
         except StopRun:
             raise
         except Exception as error:  # noqa: BLE001
@@ -305,23 +333,28 @@ class Session:
             return None
         self._depth = depth = max(self._depth - 1, 0)
         try:
+            if self._mode_switched and self._mode_switched.pop():
+                self._set_mode(not self._mode_on)
             if output is None:  # the always-called hook on the exception path
                 self.failures.module_failed(module, sys.exc_info()[1])
                 if depth == 0:
                     self.modes.eval_call_ends(module, None)
                 return None
             kind = self._kinds.get(type(module), 0)
-            if kind & _USER_MODULE:
-                self.inplace.after_forward(module, args)
-                self.module_state.after_forward(module)
-            if kind & _LOSS_MODULE:
-                self.losses.after_loss(output, self.site(), args)
-            if depth == 0:
-                self.modes.eval_call_ends(module, output)
-                if not torch.is_grad_enabled():
-                    tensor = output if isinstance(output, torch.Tensor) else None
-                    if tensor is not None:
-                        self.losses.mark_no_grad(tensor, self.site())
+            if not (kind or depth == 0 or self.inplace.watching):
+                return None
+            with _QUIET():
+                if kind & _USER_MODULE:
+                    self.inplace.after_forward(module, args)
+                    self.module_state.after_forward(module)
+                elif self.inplace.watching:
+                    self.inplace.after_library_call(module)
+                if kind & _LOSS_MODULE:
+                    self.losses.after_loss(output, self.site(), args)
+                if depth == 0:
+                    self.modes.eval_call_ends(module, output)
+                    if not torch.is_grad_enabled() and isinstance(output, torch.Tensor):
+                        self.losses.mark_no_grad(output, self.site())
         except StopRun:
             raise
         except Exception as error:  # noqa: BLE001
@@ -338,28 +371,32 @@ class Session:
             if self._primary is None:
                 self._primary = id(optimizer)
             closure = _has_closure(args, kwargs)
-            self.gradients.before_step(optimizer, closure)
-            if id(optimizer) == self._primary:
-                self.retention.check()
+            with _QUIET():
+                self.gradients.before_step(optimizer, closure)
+                if id(optimizer) == self._primary:
+                    self.retention.check()
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         finally:
             self.busy = False
         self._in_step += 1
+        self.stepping = not _has_closure(args, kwargs)  # a closure's forward and backward are watched
         return None
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         self._in_step = max(self._in_step - 1, 0)
+        self.stepping = False
         if self.disabled:
             return None
         self.busy = True
         try:
             step = self._steps[id(optimizer)] = self._steps.get(id(optimizer), 0) + 1
-            self.gradients.after_step(optimizer, _has_closure(args, kwargs), step)
-            if id(optimizer) == self._primary:
-                self.iteration += 1
-                self.module_state.after_step()
-                self.memory.sample(step)
+            with _QUIET():
+                self.gradients.after_step(optimizer, _has_closure(args, kwargs), step)
+                if id(optimizer) == self._primary:
+                    self.iteration += 1
+                    self.module_state.after_step()
+                    self.memory.sample(step)
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         finally:
@@ -497,9 +534,10 @@ class Session:
         """End-of-run checks (the script's globals are still alive)."""
         self.busy = True
         try:
-            self.retention.check(final=True)
-            self.modes.finish(script_ended)
-            self.module_state.report_unregistered()
+            with _QUIET():
+                self.retention.check(final=True)
+                self.modes.finish(script_ended)
+                self.module_state.report_unregistered()
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         finally:

@@ -87,11 +87,14 @@ class Gradients:
                 continue
 
     def _hook_for(self, state: _ParamState):
+        import torch
+
         def before_accumulate(grad: Any) -> None:
             if self.session.disabled:
                 return None
             try:
-                self._before_accumulate(state)
+                with torch._C.DisableTorchFunction():  # our reads are not the script's ops
+                    self._before_accumulate(state)
             except Exception as error:  # noqa: BLE001 - never break the user's backward
                 self.session.internal_error(error)
             return None

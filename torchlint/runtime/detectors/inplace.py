@@ -47,6 +47,8 @@ class InPlace:
         self.history: Deque[_Write] = deque(maxlen=_HISTORY)
         self._inputs: Dict[int, List[Tuple[Any, int, int]]] = {}  # module id -> (tensor, version, history length)
         self.input_ids: Dict[int, int] = {}  # ids of the tensor inputs of user forwards now running -> count
+        # library modules (the mode is off inside them) given a user forward's input: (tensor, version)
+        self.watching: Dict[int, List[Tuple[Any, int, Optional[Site]]]] = {}
         self._writes_seen = 0
 
     # -- in-place ops (from the TorchFunctionMode) ---------------------------------------------------------
@@ -60,6 +62,21 @@ class InPlace:
         self.history.append(_Write(self.session.site(), _OPERATORS.get(op, op), producer, tuple(target.shape),
                                    target._version, target_ref))
         self._writes_seen += 1
+
+    def before_library_call(self, module: Any, args: tuple) -> None:
+        """A library module (nn.ReLU(inplace=True), ...) is given a user forward's input: its
+        writes are not seen op by op, so compare the input's version around the call."""
+        given = [t for t in args if id(t) in self.input_ids]
+        if given:
+            site = self.session.site()
+            self.watching[id(module)] = [(t, t._version, site) for t in given]
+
+    def after_library_call(self, module: Any) -> None:
+        for tensor, version, site in self.watching.pop(id(module), ()):
+            if tensor._version != version:
+                self.history.append(_Write(site, f"{type(module).__name__}(...)", None, tuple(tensor.shape),
+                                           version, weakref.ref(tensor)))
+                self._writes_seen += 1
 
     # -- forward inputs ------------------------------------------------------------------------------------
     def before_forward(self, module: Any, args: tuple) -> None:

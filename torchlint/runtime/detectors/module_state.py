@@ -9,11 +9,16 @@ user calls.
 from __future__ import annotations
 
 import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Dict, List, Set, Tuple
 
 from torchlint.runtime import project
 from torchlint.runtime.graph import describe, mib, saved_bytes, walk
+
+
+# The types of nn.Module's own bookkeeping attributes (hook dicts, flags, name sets): skipped fast.
+_NEVER_ACTIVATIONS = frozenset({dict, OrderedDict, set, bool, int, float, str, type(None)})
 
 
 @dataclass
@@ -51,6 +56,8 @@ class ModuleState:
 
         snapshot: Dict[str, Tuple[int, int]] = {}
         for name, value in module.__dict__.items():
+            if type(value) in _NEVER_ACTIVATIONS:
+                continue
             if isinstance(value, torch.Tensor):
                 snapshot[name] = (id(value), -1)
             elif type(value) is list and value and isinstance(value[-1], torch.Tensor):
@@ -64,6 +71,8 @@ class ModuleState:
         if snapshot is None:
             return
         for name, value in module.__dict__.items():
+            if type(value) in _NEVER_ACTIVATIONS:
+                continue
             if isinstance(value, torch.Tensor):
                 if value.grad_fn is not None and snapshot.get(name, (None,))[0] != id(value):
                     self._cached[(id(module), name)] = _Cached(weakref.ref(module), name, weakref.ref(value),

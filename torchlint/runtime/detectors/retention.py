@@ -107,16 +107,25 @@ class Retention:
     def derived(self, args: Iterable[Any], output: Any) -> None:
         """`output` was computed from `args` by a sum/product/stack: track it when a tracked
         tensor is among them."""
-        if not self._tracked:
+        tracked = self._tracked
+        if not tracked:
+            return
+        spans: Set[int] = set()
+        for value in args:
+            if type(value) in (list, tuple):
+                for item in value:
+                    entry = tracked.get(id(item))
+                    if entry is not None and entry.ref() is item:
+                        spans |= entry.iterations
+                continue
+            entry = tracked.get(id(value))
+            if entry is not None and entry.ref() is value:
+                spans |= entry.iterations
+        if not spans:
             return
         import torch
 
-        spans: Set[int] = set()
-        for value in _tensors(args):
-            entry = self._tracked.get(id(value))
-            if entry is not None and entry.ref() is value:
-                spans |= entry.iterations
-        if not spans or not isinstance(output, torch.Tensor) or output.grad_fn is None:
+        if not isinstance(output, torch.Tensor) or output.grad_fn is None:
             return
         existing = self._tracked.get(id(output))
         if existing is not None and existing.ref() is output:
@@ -296,14 +305,6 @@ class Retention:
             if value is tensor:
                 return name
         return None
-
-
-def _tensors(args: Iterable[Any]) -> Iterable[Any]:
-    for value in args:
-        if isinstance(value, (list, tuple)):
-            yield from value
-        else:
-            yield value
 
 
 def _holds(value: Any, ids: Set[int]) -> bool:
