@@ -174,7 +174,7 @@ class Session:
             handle.remove()
         self._handles.clear()
         self.gradients.remove_hooks()
-        if warnings.showwarning is self._on_warning:
+        if warnings.showwarning == self._on_warning:  # bound methods compare equal, never identical
             warnings.showwarning = self._showwarning
         self.disabled = True
         if _ACTIVE[0] is self:

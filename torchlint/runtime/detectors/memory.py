@@ -46,10 +46,17 @@ def modified_message(packed: _Packed, current_version: int) -> str:
     which = ""
     if packed.producer is not None:
         which = f", which is output {packed.output_nr} of {_BACKWARD_SUFFIX.sub('', packed.producer.__name__)}"
+    import torch
+
+    if torch.is_anomaly_enabled():
+        hint = ("the backtrace further above shows the operation that failed to compute its gradient. The "
+                "variable in question was changed in there or anywhere later. Good luck!")
+    else:
+        hint = ("enable anomaly detection to find the operation that failed to compute its gradient, with "
+                "torch.autograd.set_detect_anomaly(True, check_nan=False).")
     return ("one of the variables needed for gradient computation has been modified by an inplace "
             f"operation: [{kind} [{shape}]]{which}, is at version {current_version}; expected version "
-            f"{packed.version} instead. Hint: enable anomaly detection to find the operation that failed "
-            "to compute its gradient, with torch.autograd.set_detect_anomaly(True).")
+            f"{packed.version} instead. Hint: {hint}")
 
 
 @dataclass
