@@ -185,3 +185,14 @@ def test_device_errors_name_where_the_parameters_are(reports):
     assert "encoder" in split["evidence"] and "head" in split["evidence"]
     (attribute,) = [f for f in reports["tl102_bad"]["findings"] if f["code"] == "TL102"]
     assert "Masked.mask" in attribute["evidence"]
+
+
+def test_cuda_path_reports_allocated_memory(reports):
+    report = reports["cuda_memory_good"]
+    if not report["environment"].get("cuda_available"):
+        pytest.skip("needs a CUDA device")
+    samples = report["memory"]["samples"]
+    assert len(samples) == 8 and all(s["cuda_allocated"] for s in samples)
+    assert report["exit_code_seen"] == 0
+    for name in ("tl005_bad", "tl007_bad", "tl102_bad"):  # a real second device instead of meta
+        assert report and reports[name]["exit_code_seen"] == 1, reports[name]["findings"]

@@ -121,6 +121,7 @@ class Session:
         self.iteration = 0  # steps of the first optimizer that stepped
         self.backward_calls = 0
         self.stop_reason = ""
+        self.step_of_last_step = 0
         self._main_thread = threading.get_ident()
         self._depth = 0
         self._kinds: Dict[type, int] = {}
@@ -225,15 +226,31 @@ class Session:
         return name or f"<parameter {tuple(param.shape)}>"
 
     def _name_parameters(self) -> None:
+        """Parameter names from the models the script called: `fc.weight` with one model, the
+        model's variable name first with several (`discriminator.0.weight`)."""
         roots = [self._roots.get(key) for key in self._root_order]
         roots = [r for r in roots if r is not None and any(True for _ in r.parameters())]
-        sizes = {}
+        names = self._variable_names(roots) if len(roots) > 1 else {}
+        seen: Set[int] = set()
         for root in sorted(roots, key=lambda r: -sum(1 for _ in r.parameters())):
-            prefix = "" if len(roots) == 1 else f"{type(root).__name__}."
+            prefix = "" if len(roots) == 1 else names.get(id(root), type(root).__name__) + "."
             for name, param in root.named_parameters():
-                if id(param) not in sizes:
-                    sizes[id(param)] = True
+                if id(param) not in seen:
+                    seen.add(id(param))
                     self._param_names[id(param)] = prefix + name
+
+    def _variable_names(self, roots: List[Any]) -> Dict[int, str]:
+        """The names the script's frames (and globals) bind the models to."""
+        wanted = {id(root) for root in roots}
+        found: Dict[int, str] = {}
+        scopes = [frame.f_locals for frame in self.user_frames()]
+        if self._main_namespace is not None:
+            scopes.append(self._main_namespace)
+        for scope in scopes:
+            for name, value in list(scope.items()):
+                if id(value) in wanted and id(value) not in found and not name.startswith("_"):
+                    found[id(value)] = name
+        return found
 
     def optimized_parameter_ids(self) -> Set[int]:
         found: Set[int] = set()
@@ -391,6 +408,7 @@ class Session:
         self.busy = True
         try:
             step = self._steps[id(optimizer)] = self._steps.get(id(optimizer), 0) + 1
+            self.step_of_last_step = step
             with _QUIET():
                 self.gradients.after_step(optimizer, _has_closure(args, kwargs), step)
                 if id(optimizer) == self._primary:

@@ -65,6 +65,7 @@ class Gradients:
         self.session = session
         self._params: Dict[int, _ParamState] = {}
         self._optimizers: Dict[int, Any] = {}  # id -> weakref
+        self._counts: Dict[int, int] = {}  # id -> number of parameters adopted (add_param_group adds more)
         self._handles: List[Any] = []
         self.health: Dict[int, HealthRow] = {}
         self.health_steps_seen = 0
@@ -76,7 +77,9 @@ class Gradients:
 
     def _adopt(self, optimizer: Any) -> None:
         self._optimizers[id(optimizer)] = weakref.ref(optimizer)
-        for param in self._parameters(optimizer):
+        params = self._parameters(optimizer)
+        self._counts[id(optimizer)] = len(params)
+        for param in params:
             if id(param) in self._params:
                 continue
             state = _ParamState(weakref.ref(param), id(optimizer))
@@ -103,15 +106,18 @@ class Gradients:
 
     def _before_accumulate(self, state: _ParamState) -> None:
         state.accumulated = True
-        if not state.stale:
+        if not (state.stale or state.contaminated):
             return
         param = state.ref()
         current = None if param is None else param.grad
         if current is None or not bool(current.any()):
-            state.stale = False  # cleared since the step
+            # cleared since the step (or since a backward that added to a stale gradient, as a
+            # GAN's generator backward does to the discriminator's gradients)
+            state.stale = state.contaminated = False
             return
-        state.contaminated = True
-        state.stale = False
+        if state.stale:
+            state.contaminated = True
+            state.stale = False
 
     def remove_hooks(self) -> None:
         for handle in self._handles:
@@ -126,6 +132,8 @@ class Gradients:
         if id(optimizer) not in self._optimizers:
             self._adopt(optimizer)
             return
+        if self._counts.get(id(optimizer)) != sum(len(g["params"]) for g in optimizer.param_groups):
+            self._adopt(optimizer)
         if closure:
             return  # its backward runs inside the step; judged after it
         self._report_contamination(optimizer)
@@ -136,7 +144,7 @@ class Gradients:
             self._adopt(optimizer)
         if closure:
             self._report_contamination(optimizer)
-        record_health = self.health_steps_seen < self.session.options.health_steps and step <= self.session.options.health_steps
+        record_health = step <= self.session.options.health_steps
         params = self._parameters(optimizer)
         norms = self._norms(params) if record_health else {}
         for param in params:
@@ -221,7 +229,7 @@ class Gradients:
 
     def _record_health(self, params: List[Any], norms: Dict[int, float]) -> None:
         options = self.session.options
-        self.health_steps_seen += 1
+        self.health_steps_seen = max(self.health_steps_seen, self.session.step_of_last_step)
         for param in params:
             row = self.health.get(id(param))
             if row is None:
