@@ -222,7 +222,9 @@ class Run:
 
         warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch's import, not the script
         from torchlint.runtime import launcher
-        from torchlint.runtime.session import Options, Session
+
+        with _own_imports():
+            from torchlint.runtime.session import Options, Session  # imports torch
 
         args = self.args
         options = Options(max_steps=args.max_steps, health_steps=args.health_steps, vanishing=args.vanishing,
@@ -332,6 +334,19 @@ def _environment() -> dict:
 def _cuda_used() -> bool:
     torch = sys.modules.get("torch")
     return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+@contextlib.contextmanager
+def _own_imports() -> Iterator[None]:
+    """torchlint's own imports (torch) must not find a `torch.py` in the working directory, which
+    `python -m torchlint` puts first on sys.path."""
+    saved = sys.path[:]
+    cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
 
 
 @contextlib.contextmanager

@@ -137,6 +137,7 @@ class Session:
         self._mode: Optional[_Mode] = None
         self._mode_on = False
         self._mode_switched: List[bool] = []  # per running module call: did its pre-hook switch the mode?
+        self._step_switched: List[bool] = []  # the same for running optimizer steps
         self._showwarning = None
         self._warned: Set[tuple] = set()
 
@@ -301,6 +302,9 @@ class Session:
         if self.disabled or threading.get_ident() != self._main_thread:
             return None
         depth = self._depth
+        if depth == 0 and self._mode_switched:  # left over by a forward that raised a BaseException
+            self._mode_switched.clear()
+            self._set_mode(not self.stepping)
         self._depth = depth + 1
         try:
             kind = self._kinds.get(type(module))
@@ -382,6 +386,9 @@ class Session:
     def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self.disabled:
             return None
+        if self._in_step == 0 and self._step_switched:  # a step that raised never ran its post-hook
+            self._step_switched.clear()
+            self._set_mode(True)
         self.busy = True
         try:
             self._optimizers[id(optimizer)] = optimizer
@@ -397,12 +404,17 @@ class Session:
         finally:
             self.busy = False
         self._in_step += 1
-        self.stepping = not _has_closure(args, kwargs)  # a closure's forward and backward are watched
+        # The update's own ops are not the script's: the mode is off during a step, except for a
+        # closure's step, whose forward and backward run inside it.
+        self.stepping = not _has_closure(args, kwargs)
+        self._step_switched.append(self._set_mode(False) if self.stepping else False)
         return None
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         self._in_step = max(self._in_step - 1, 0)
         self.stepping = False
+        if self._step_switched and self._step_switched.pop():
+            self._set_mode(True)
         if self.disabled:
             return None
         self.busy = True

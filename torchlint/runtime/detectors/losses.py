@@ -27,6 +27,7 @@ class Losses:
     def __init__(self, session) -> None:
         self.session = session
         self._no_grad: Dict[int, Any] = {}  # id -> (weakref, site) of tensors computed under no_grad
+        self._sigmoid: Dict[Any, Any] = {}  # (path, line) -> (calls, predictions, saturated, first call)
 
     def before_loss(self, name: str, args: tuple, kwargs: dict, site: Optional[Site]) -> None:
         prediction = args[0] if args else kwargs.get("input")
@@ -56,18 +57,28 @@ class Losses:
             f"{rows:.3g} along the class dimension")
 
     def _report_sigmoid(self, loss: str, prediction: Any, site: Site) -> None:
+        """Reported once a batch really saturates: a sigmoid into BCELoss whose outputs never reach
+        exactly 0 or 1 computes the same loss and gradient as BCEWithLogitsLoss (it ran without harm)."""
         import torch
 
         with torch.no_grad():
             values = prediction.detach()
             saturated = int(((values == 0) | (values == 1)).sum())
-            total = values.numel()
-        self.session.observe(
+        key = (site.path, site.line)
+        calls, seen, hits, first = self._sigmoid.get(key, (0, 0, 0, 0))
+        calls, seen, hits = calls + 1, seen + values.numel(), hits + saturated
+        first = first or (calls if saturated else 0)
+        self._sigmoid[key] = (calls, seen, hits, first)
+        if not hits:
+            return
+        observation = self.session.observe(
             "TL109", site,
             f"{loss} is given sigmoid outputs: at |logit| above ~17 the sigmoid rounds to 0 or 1 and the "
-            "gradient vanishes; use `BCEWithLogitsLoss` on the logits",
-            f"the input's grad_fn is SigmoidBackward0; {saturated} of {total} predictions are exactly 0 or 1 "
-            "in this batch")
+            "gradient vanishes; use `BCEWithLogitsLoss` on the logits", "")
+        if observation is not None:
+            observation.evidence = (f"the input's grad_fn is SigmoidBackward0; {hits} of {seen} predictions over "
+                                    f"{calls} calls were exactly 0 or 1 (first in call {first}): their gradient "
+                                    "through the sigmoid is 0")
 
     def after_loss(self, output: Any, site: Optional[Site], args: tuple = ()) -> None:
         import torch
