@@ -177,7 +177,7 @@ class Retention:
                 [(created.path, created.line)], created.stack
         else:
             name, lines, stack = holder
-            name = f"`{name}`"
+            name = name if " " in name else f"`{name}`"
         path, line = lines[0]
         if (path, line) in self._reported:
             return
@@ -229,7 +229,7 @@ class Retention:
         stats.reported = True
         assert stats.holder is not None
         name, lines, stack = stats.holder
-        shown = f"`{name}`" if not name.startswith("an object") else name
+        shown = name if " " in name else f"`{name}`"
         path, line = lines[0]
         if (path, line) in self._reported:
             return
@@ -247,6 +247,7 @@ class Retention:
         the script's globals) whose container holds tensors with these ids."""
         session = self.session
         frames = session.user_frames()
+        variables: Dict[str, Any] = {}
         for frame in frames:
             try:
                 variables = dict(frame.f_locals)
@@ -260,6 +261,7 @@ class Retention:
                 located = [(code.co_filename, n) for n in lines] or [(code.co_filename, frame.f_lineno)]
                 stack = tuple((f.f_code.co_filename, f.f_lineno) for f in frames)
                 return found, located, stack
+        del variables  # not to be found by the heap scan below
         namespace = session.main_namespace()
         if namespace is not None:
             found = _holding_name(namespace, ids)
@@ -274,22 +276,38 @@ class Retention:
         return None
 
     def _holder_from_heap(self, ids: Set[int]):
+        """The container of the retained losses and who holds it, from the heap (--find-holders:
+        two gc.get_referrers scans, once per finding)."""
         import gc
 
         for entry in list(self._tracked.values()):
             tensor = entry.ref()
             if tensor is None or id(tensor) not in ids:
                 continue
-            for referrer in gc.get_referrers(tensor):
-                if isinstance(referrer, (list, tuple, dict, deque)):
-                    for owner in gc.get_referrers(referrer):
-                        if isinstance(owner, dict):
-                            for name, value in owner.items():
-                                if value is referrer and isinstance(name, str):
-                                    site = entry.site
-                                    located = [(site.path, site.line)] if site else []
-                                    return name, located, site.stack if site else ()
-            break
+            site = entry.site
+            located = [(site.path, site.line)] if site else []
+            stack = site.stack if site else ()
+            # The container is the referrer holding the most of the retained losses (a frame's
+            # locals or torchlint's own lists hold one of them at most).
+            candidates = [c for c in gc.get_referrers(tensor) if isinstance(c, (list, tuple, dict, deque))
+                          and c is not self._tracked]
+            counts = [(sum(1 for item in (c.values() if isinstance(c, dict) else c) if id(item) in ids), c)
+                      for c in candidates]
+            counts = [(count, c) for count, c in counts if count >= 2]
+            if not counts:
+                return None
+            container = max(counts, key=lambda pair: pair[0])[1]
+            kind = f"a {type(container).__name__} of {len(container)}"
+            for owner in gc.get_referrers(container):
+                if isinstance(owner, dict):
+                    for name, value in owner.items():
+                        if value is container:
+                            return f"{kind} held under the key {name!r} of a dict", located, stack
+                elif hasattr(owner, "__dict__") and not isinstance(owner, type):
+                    for name, value in vars(owner).items():
+                        if value is container:
+                            return f"{kind} in the attribute {name!r} of a {type(owner).__name__}", located, stack
+            return kind, located, stack
         return None
 
     def _name_of(self, tensor: Any) -> Optional[str]:
