@@ -53,6 +53,15 @@ def test_every_value_option_is_known_to_the_splitter():
     assert takes_value == _VALUE_OPTIONS
 
 
+def test_select_and_ignore_apply_to_runtime_codes():
+    from torchlint.runtime.command import _selected
+
+    assert _selected("TL002", ["TL"], [])
+    assert not _selected("TL002", ["TL"], ["TL002"])
+    assert _selected("TL201", ["TL2"], []) and not _selected("TL002", ["TL2"], [])
+    assert not _selected("TL007", ["ALL"], ["TL00"])
+
+
 # -- signatures ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind, message, family", [

@@ -69,7 +69,7 @@ def main(argv: List[str]) -> int:
     os.makedirs(out_dir, exist_ok=True)
     for script in rest:
         _reset(filters)
-        name = os.path.splitext(os.path.basename(script))[0]
+        name = os.path.basename(script).split(".")[0]
         target = os.path.join(out_dir, name + ".json")
         own = [a for a in directives(script).get("args", "").split(",") if a]
         code = run(extra + own + ["--output-format", "json", "-o", target, script])
