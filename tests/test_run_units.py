@@ -30,7 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("argv, expected", [
     (["train.py"], ([], "train.py", None, [])),
     (["--max-steps", "5", "train.py", "--lr", "0.1"], (["--max-steps", "5"], "train.py", None, ["--lr", "0.1"])),
-    (["-o", "r.json", "--anomaly", "train.py", "-m", "x"], (["-o", "r.json", "--anomaly"], "train.py", None, ["-m", "x"])),
+    (["-o", "r.json", "--anomaly", "train.py", "-m", "x"],
+     (["-o", "r.json", "--anomaly"], "train.py", None, ["-m", "x"])),
     (["-m", "pkg.train", "--epochs", "1"], ([], None, "pkg.train", ["--epochs", "1"])),
     (["--", "-weird.py", "a"], ([], "-weird.py", None, ["a"])),
     ([], ([], None, None, [])),
@@ -76,7 +77,8 @@ def test_select_and_ignore_apply_to_runtime_codes():
      signatures.DTYPE_ERROR),
     ("RuntimeError", "mat1 and mat2 must have the same dtype, but got Half and Float", signatures.DTYPE_ERROR),
     ("AssertionError", "Torch not compiled with CUDA enabled", signatures.NO_CUDA),
-    ("TypeError", "type torch.cuda.FloatTensor not available. Torch not compiled with CUDA enabled.", signatures.NO_CUDA),
+    ("TypeError", "type torch.cuda.FloatTensor not available. Torch not compiled with CUDA enabled.",
+     signatures.NO_CUDA),
     ("RuntimeError", "one of the variables needed for gradient computation has been modified by an inplace operation: "
                      "[torch.FloatTensor [3]], which is output 0 of Sigmoid, is at version 1; expected version 0 "
                      "instead.", signatures.SAVED_MODIFIED),
@@ -409,7 +411,8 @@ def test_launcher_module_target(tmp_path, monkeypatch):
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
-    (package / "train.py").write_text("from . import helper\nimport sys\nRESULT = (__name__, __package__, sys.argv[1:], helper.X)\n")
+    (package / "train.py").write_text(
+        "from . import helper\nimport sys\nRESULT = (__name__, __package__, sys.argv[1:], helper.X)\n")
     (package / "helper.py").write_text("X = 5\n")
     monkeypatch.chdir(tmp_path)
     target = launcher.module_target("pkg.train", ["a"])

@@ -284,7 +284,7 @@ class Run:
             health_steps=session.gradients.health_steps_seen, samples=session.memory.samples,
             growth=session.memory.describe_growth(growth) if growth else None, growth_explained_by=explained,
             traceback=traceback_text, exit_code=exit_code, internal_errors=session.internal_errors,
-            lint_problems=problems, thresholds={"vanishing": args.vanishing, "exploding": args.exploding},
+            notes=problems + session.notes, thresholds={"vanishing": args.vanishing, "exploding": args.exploding},
             uses_cuda=_cuda_used(), environment=_environment())
         name = args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
         options = {"format": name, "root": root}

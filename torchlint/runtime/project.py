@@ -17,7 +17,6 @@ import os
 import sys
 import sysconfig
 from functools import lru_cache
-from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 _ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")

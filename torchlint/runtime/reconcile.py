@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Sequence, Set, Tuple
 
+from torchlint.finding import Finding
 from torchlint.runtime.observation import Observation
 from torchlint.runtime.project import statement_span
 
@@ -30,15 +31,15 @@ STRUCTURAL = ("TL005", "TL006", "TL101", "TL102")
 @dataclass
 class StaticFinding:
     path: str  # absolute
-    finding: object  # torchlint.finding.Finding (path as displayed)
+    finding: Finding  # as the linter reported it (its path as displayed)
 
     @property
     def code(self) -> str:
-        return self.finding.code  # type: ignore[attr-defined]
+        return self.finding.code
 
     @property
     def line(self) -> int:
-        return self.finding.start.row  # type: ignore[attr-defined]
+        return self.finding.start.row
 
 
 @dataclass
@@ -102,9 +103,8 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
             results.append(_confirmed(static, match))
             continue
         status = {True: RAN_WITHOUT_HARM, False: NOT_REACHED, None: NO_EVIDENCE}[reached(static.path, static.line)]
-        finding = static.finding
-        results.append(Result(static.code, static.path, static.line, finding.start.column, status,  # type: ignore[attr-defined]
-                              finding.message, static=static))  # type: ignore[attr-defined]
+        results.append(Result(static.code, static.path, static.line, static.finding.start.column, status,
+                              static.finding.message, static=static))
     for observation in observations:
         if id(observation) not in used:
             results.append(Result(observation.code, observation.path, observation.line, None, FOUND_BY_RUN,
@@ -115,9 +115,8 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
 
 
 def _confirmed(static: StaticFinding, observation: Observation) -> Result:
-    finding = static.finding
-    return Result(static.code, static.path, static.line, finding.start.column, CONFIRMED,  # type: ignore[attr-defined]
-                  finding.message, observation.evidence, static=static, observation=observation)  # type: ignore[attr-defined]
+    return Result(static.code, static.path, static.line, static.finding.start.column, CONFIRMED,
+                  static.finding.message, observation.evidence, static=static, observation=observation)
 
 
 def counts(results: Sequence[Result]) -> Tuple[int, int, int, int, int]:

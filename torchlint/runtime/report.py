@@ -33,7 +33,7 @@ class RunReport:
     traceback: Optional[str]
     exit_code: int
     internal_errors: List[str] = field(default_factory=list)
-    lint_problems: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)  # files that could not be linted, what was not watched
     thresholds: Dict[str, float] = field(default_factory=dict)
     uses_cuda: bool = False
     environment: Dict[str, Any] = field(default_factory=dict)
@@ -80,8 +80,8 @@ def write_text(report: RunReport, stream: TextIO, options: dict) -> None:
     write("\n")
     _write_health(report, write)
     _write_memory(report, write)
-    for problem in report.lint_problems:
-        write(f"note: {problem}\n")
+    for note in report.notes:
+        write(f"note: {note}\n")
     for error in report.internal_errors:
         write(f"torchlint run: instrumentation error (please report): {error}\n")
     confirmed, run_only, harmless, unreached, unknown = counts(report.results)
@@ -180,7 +180,7 @@ def report_json(report: RunReport) -> dict:
         "memory": {"samples": [{"step": s.step, "saved_bytes": s.saved_bytes, "saved_tensors": s.saved_tensors,
                                 "cuda_allocated": s.cuda_allocated} for s in report.samples],
                    "growth": report.growth, "explained_by": report.growth_explained_by},
-        "lint_problems": report.lint_problems,
+        "notes": report.notes,
         "internal_errors": report.internal_errors,
         "exit_code": report.exit_code,
     }

@@ -118,8 +118,8 @@ class Session:
         self.stepping = False  # inside an optimizer step without a closure: its update ops pass through too
         self.internal_errors: List[str] = []
         self.internal_error_count = 0
+        self.notes: List[str] = []  # what the run could not watch (shown, not an error)
         self.iteration = 0  # steps of the first optimizer that stepped
-        self.backward_calls = 0
         self.stop_reason = ""
         self.step_of_last_step = 0
         self._main_thread = threading.get_ident()
@@ -139,7 +139,6 @@ class Session:
         self._mode_switched: List[bool] = []  # per running module call: did its pre-hook switch the mode?
         self._step_switched: List[bool] = []  # the same for running optimizer steps
         self._showwarning = None
-        self._warned: Set[tuple] = set()
 
         self.memory = Memory()
         self.gradients = Gradients(self)
@@ -158,7 +157,7 @@ class Session:
         self._handles.append(optim_module.register_optimizer_step_pre_hook(self._step_pre))
         self._handles.append(optim_module.register_optimizer_step_post_hook(self._step_post))
         if self.options.saved_tensors and not self.memory.install():
-            self.internal_errors.append("saved-tensor hooks are disabled in this process: no saved-tensor bytes")
+            self.notes.append("saved-tensor hooks are disabled in this process: no saved-tensor bytes")
         self._mode = _Mode(self)
         self._mode.__enter__()
         self._mode_on = True
@@ -169,7 +168,7 @@ class Session:
         self.busy = True
         if self._mode is not None:
             if self._mode_on and not self._set_mode(False):
-                self.internal_errors.append("a TorchFunctionMode of the script was still active at the end")
+                self.notes.append("a TorchFunctionMode of the script was still active at the end")
             self._mode = None
         self.memory.uninstall()
         for handle in self._handles:
@@ -201,7 +200,8 @@ class Session:
             frame = frame.f_back
         return frames
 
-    def observe(self, code: str, site: Optional[Site], message: str, evidence: str, **extra: Any) -> Optional[Observation]:
+    def observe(self, code: str, site: Optional[Site], message: str, evidence: str,
+                **extra: Any) -> Optional[Observation]:
         return self.observations.add(code, site, message, evidence, **extra)
 
     def internal_error(self, error: BaseException) -> None:
@@ -306,6 +306,7 @@ class Session:
             self._mode_switched.clear()
             self._set_mode(not self.stepping)
         self._depth = depth + 1
+        kind = 0
         try:
             kind = self._kinds.get(type(module))
             if kind is None:
@@ -322,11 +323,14 @@ class Session:
             watched = self.module_state.watched
             if watched and id(module) in watched:
                 self.module_state.called.add(id(module))
-            self._mode_switched.append(self._set_mode(bool(kind & (_USER_MODULE | _LOSS_MODULE))))
-        except StopRun:
-            raise
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
+        try:  # exactly one entry per call: the post-hook pops it
+            switched = self._set_mode(bool(kind & (_USER_MODULE | _LOSS_MODULE)))
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+            switched = False
+        self._mode_switched.append(switched)
         return None
 
     def _root_pre(self, module: Any, args: tuple) -> None:
@@ -356,8 +360,11 @@ class Session:
         try:
             if self._mode_switched and self._mode_switched.pop():
                 self._set_mode(not self._mode_on)
-            if output is None:  # the always-called hook on the exception path
-                self.failures.module_failed(module, sys.exc_info()[1])
+            failing = sys.exc_info()[1] if output is None else None
+            if failing is not None:  # the always-called hook on the exception path
+                self.failures.module_failed(module, failing)
+                self.inplace.forward_failed(module)
+                self.module_state.forward_failed(module)
                 if depth == 0:
                     self.modes.eval_call_ends(module, None)
                 return None
@@ -528,7 +535,6 @@ class Session:
         return handle
 
     def _backward(self, func, args, kwargs):
-        self.backward_calls += 1
         tensor = args[0] if args else None
         if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None and not self.retention.is_tracked(tensor):
             self.busy = True

@@ -168,7 +168,8 @@ def is_async_keyword_syntax_error(text: Optional[str]) -> bool:
 # -- warnings -----------------------------------------------------------------------------------
 
 _WARNINGS: Tuple[Tuple[str, Tuple[str, ...], Pattern[str]], ...] = (
-    ("TL105", ("UserWarning",), re.compile(r"The \.grad attribute of a Tensor that is not a leaf Tensor is being accessed")),
+    ("TL105", ("UserWarning",),
+     re.compile(r"The \.grad attribute of a Tensor that is not a leaf Tensor is being accessed")),
     ("TL202", ("UserWarning",), re.compile(r"volatile was removed and now has no effect")),
     ("TL206", ("UserWarning",), re.compile(r"size_average and reduce args will be deprecated")),
     ("TL207", ("UserWarning",), re.compile(r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`")),

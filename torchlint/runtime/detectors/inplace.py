@@ -88,16 +88,23 @@ class InPlace:
             for tensor, _, _ in recorded:
                 self.input_ids[id(tensor)] = self.input_ids.get(id(tensor), 0) + 1
 
-    def after_forward(self, module: Any, args: tuple) -> None:
-        recorded = self._inputs.pop(id(module), None)
-        if not recorded:
-            return
+    def forward_failed(self, module: Any) -> None:
+        self._release(self._inputs.pop(id(module), None) or [])
+        self.watching.pop(id(module), None)
+
+    def _release(self, recorded: List[Tuple[Any, int, int]]) -> None:
         for tensor, _, _ in recorded:
             left = self.input_ids.get(id(tensor), 1) - 1
             if left > 0:
                 self.input_ids[id(tensor)] = left
             else:
                 self.input_ids.pop(id(tensor), None)
+
+    def after_forward(self, module: Any, args: tuple) -> None:
+        recorded = self._inputs.pop(id(module), None)
+        if not recorded:
+            return
+        self._release(recorded)
         for position, (tensor, version, seen) in enumerate(recorded):
             now = tensor._version
             if now == version:

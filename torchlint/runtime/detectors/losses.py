@@ -49,10 +49,11 @@ class Losses:
             low, high = float(values.min()), float(values.max())
             rows = float(values.sum(dim=-1 if values.dim() < 2 else 1).mean()) if values.dim() else float(values)
         expects = "log-probabilities" if "NLL" in loss.upper() else "logits"
+        fix = "pass `log_softmax`'s output" if expects != "logits" else "drop the softmax and pass the logits"
         self.session.observe(
             "TL108", site,
             f"{loss} is given softmax probabilities but expects {expects}: the loss cannot approach 0 and its "
-            f"gradient is squashed; pass the logits ({'log_softmax output' if expects != 'logits' else 'drop the softmax'})",
+            f"gradient is squashed; {fix}",
             f"the input's grad_fn is SoftmaxBackward0; its values lie in [{low:.3g}, {high:.3g}] and sum to "
             f"{rows:.3g} along the class dimension")
 

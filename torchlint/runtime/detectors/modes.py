@@ -67,7 +67,8 @@ class Modes:
         parts = []
         if active_dropout:
             rates = sorted({m.p for m in active_dropout})
-            parts.append(f"{len(active_dropout)} Dropout (p={', '.join(f'{r:g}' for r in rates)}) zeroing activations at random")
+            shown = ", ".join(f"{r:g}" for r in rates)
+            parts.append(f"{len(active_dropout)} Dropout (p={shown}) zeroing activations at random")
         if active_norm:
             parts.append(f"{len(active_norm)} {type(active_norm[0]).__name__} normalising with batch statistics "
                          "and updating their running statistics from this data")

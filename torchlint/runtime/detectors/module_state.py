@@ -64,6 +64,9 @@ class ModuleState:
                 snapshot[name] = (id(value), len(value))
         self._snapshots[id(module)] = snapshot
 
+    def forward_failed(self, module: Any) -> None:
+        self._snapshots.pop(id(module), None)
+
     def after_forward(self, module: Any) -> None:
         import torch
 
@@ -110,7 +113,8 @@ class ModuleState:
             what = (f"`{attr}` (a list, {len(value)} tensors) gained a tensor with grad_fn "
                     f"{tensor.grad_fn.name()} during forward")
         else:
-            what = f"`{attr}` holds a tensor ({describe(tensor)}) with grad_fn {tensor.grad_fn.name()} assigned during forward"
+            what = (f"`{attr}` holds a tensor ({describe(tensor)}) with grad_fn {tensor.grad_fn.name()} assigned "
+                    "during forward")
         session.observe(
             "TL006", None,
             f"`self.{cached.attr}` keeps a tensor computed in forward together with its autograd graph "
