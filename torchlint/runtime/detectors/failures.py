@@ -100,6 +100,8 @@ class Failures:
         site = self.session.frames.site_of_traceback(error.__traceback__)
         if site is None and op is not None:
             site = op.site
+        if op is None:
+            op = _op_from_traceback(error)
         return op, modules, site
 
     def _classify(self, error: BaseException, family: str, outer: BaseException) -> bool:
@@ -226,7 +228,7 @@ class Failures:
             "TL009", site,
             f"a float16/bfloat16 input reaches {name}, whose parameters are {'/'.join(dtypes) or 'float32'}: "
             "convert the model too (`model.half()`) or run under `torch.autocast`",
-            f"{_first_sentence(error)}" + (f" The failing op `{op.op}` got {shown}" if shown and op else ""))
+            f"{_first_sentence(error)}" + (f"; the failing op `{op.op}` got {shown}" if shown and op else ""))
 
     def _saved_modified(self, error, family, op, modules, site) -> bool:
         inplace = self.session.inplace
@@ -316,6 +318,38 @@ class Failures:
             "TL204", None, "`async=True` is a syntax error since Python 3.7 (async is a keyword); use "
             "`non_blocking=True`", f"SyntaxError: {error.msg} in `{(error.text or '').strip()}`",
             path=os.path.abspath(error.filename), line=error.lineno)
+
+
+def _op_from_traceback(error: BaseException) -> Optional[OpFailure]:
+    """Inside library layers the TorchFunctionMode is off, so the failing op was not seen: take the
+    operands from the innermost frames of the traceback instead (the tensors among their locals,
+    and the parameters of the module whose forward it is: `input`, `self.weight`)."""
+    import torch
+
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    innermost = list(reversed(frames[-30:]))
+    # a layer's forward says most (`input` and `self.weight`); else any frame holding tensors
+    for wants_module in (True, False):
+        for frame in innermost:
+            try:
+                variables = dict(frame.f_locals)
+            except Exception:  # noqa: BLE001
+                continue
+            owner = variables.get("self")
+            is_module = isinstance(owner, torch.nn.Module)
+            if wants_module and not is_module:
+                continue
+            operands = [(name, value) for name, value in variables.items() if isinstance(value, torch.Tensor)]
+            if is_module:
+                operands += [(f"self.{name}", value) for name, value in owner.named_parameters(recurse=False)]
+            if operands:
+                name = f"{type(owner).__name__}.{frame.f_code.co_name}" if is_module else frame.f_code.co_name
+                return OpFailure(error, name, operands[:6], None, torch.is_grad_enabled())
+    return None
 
 
 def _placement(model: Any) -> Dict[str, List[str]]:
