@@ -235,6 +235,9 @@ class Run:
             import torch
 
             torch.autograd.set_detect_anomaly(True)
+        import gc
+
+        gc.collect()  # the lint's syntax trees are garbage now; the script's collections need not scan them
         reach.install()
         session.install()
         try:
