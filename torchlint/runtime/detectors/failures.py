@@ -307,7 +307,13 @@ class Failures:
             "TL205": "an autograd.Function with a non-static `forward` is no longer supported; write "
                      "`@staticmethod forward(ctx, ...)` and call `Function.apply(...)`",
         }
-        return self._observe(family, site, messages[family], f"{type(error).__name__}: {_first_sentence(error)}")
+        spans = ()
+        if family == "TL205":  # a static finding may sit on the Function class rather than the call
+            function = _autograd_function_in(error)
+            span = project.class_span(type(function)) if function is not None else None
+            spans = (span,) if span else ()
+        return self._observe(family, site, messages[family], f"{type(error).__name__}: {_first_sentence(error)}",
+                             spans=spans)
 
     def _syntax(self, error: SyntaxError) -> bool:
         if not signatures.is_async_keyword_syntax_error(error.text) or not error.filename or not error.lineno:
@@ -318,6 +324,19 @@ class Failures:
             "TL204", None, "`async=True` is a syntax error since Python 3.7 (async is a keyword); use "
             "`non_blocking=True`", f"SyntaxError: {error.msg} in `{(error.text or '').strip()}`",
             path=os.path.abspath(error.filename), line=error.lineno)
+
+
+def _autograd_function_in(error: BaseException) -> Any:
+    """The legacy autograd.Function instance whose call raised (the `self` of a traceback frame)."""
+    import torch
+
+    tb = error.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, torch.autograd.Function):
+            return owner
+        tb = tb.tb_next
+    return None
 
 
 def _op_from_traceback(error: BaseException) -> Optional[OpFailure]:
