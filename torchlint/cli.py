@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="torchlint",
         description="Find PyTorch antipatterns before the code runs. `torchlint rule CODE` explains a rule.",
+        epilog="Linting never imports torch and never executes the linted code. `torchlint run SCRIPT [ARGS...]` "
+               "is the exception you ask for: it executes the script under instrumentation (needs torch) and "
+               "confirms the findings at your lines (`torchlint run --help`).",
     )
     parser.add_argument("paths", nargs="*", help="files or directories to lint (default: .); - reads stdin")
     parser.add_argument("--version", action="version", version=f"torchlint {__version__}")
@@ -113,6 +116,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _main(argv: List[str]) -> int:
     if argv[:1] == ["rule"]:
         return print_rule_docs(argv[1:])
+    if argv[:1] == ["run"]:  # executes the user's script: torch is imported only here
+        from torchlint.runtime.command import main as run_script
+
+        return run_script(argv[1:])
     args = build_parser().parse_args(argv)
     if args.verify is not None:
         return run_verify(args)

@@ -1,0 +1,369 @@
+"""`torchlint run [OPTIONS] SCRIPT [ARGS...]` and `torchlint run [OPTIONS] -m MODULE [ARGS...]`.
+
+Lints the script and the files it imports from its own project (no torch yet), then imports torch,
+installs the instrumentation and runs the script in this process as `python SCRIPT ARGS` would,
+stops it after --max-steps optimizer steps (or at its end), and reports: the runtime findings at
+the user's lines with their evidence, each static finding as CONFIRMED / NOT REACHED / RAN WITHOUT
+HARM, the gradient health and the memory per step.
+
+Exit status: 1 when anything was confirmed or found by the run, 2 when the script failed for a
+reason of its own (its traceback, trimmed to the user's frames, is shown), exited with a non-zero
+status, or torchlint's instrumentation failed; 0 otherwise; 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import sys
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+NO_TORCH = "torchlint run needs torch: pip install 'torchlint[verify]'"
+
+DESCRIPTION = """\
+Run a training script under instrumentation and confirm torchlint's findings on it.
+
+Unlike plain `torchlint`, which never imports torch and never executes anything, `torchlint run`
+EXECUTES the script (in this process, as `python SCRIPT ARGS` would: same sys.argv, __main__,
+sys.path[0]) because you asked it to. It first lints the script and the files it imports from
+its own project, then watches the run through PyTorch's public hooks (module forward hooks,
+optimizer step hooks, a TorchFunctionMode, saved-tensor hooks, warnings), stops after
+--max-steps optimizer steps, and reports each runtime finding at your line with its evidence,
+each static finding as CONFIRMED / NOT REACHED / RAN WITHOUT HARM, a gradient-health table and
+the memory per step.
+
+Exit status: 0 nothing confirmed; 1 a finding was confirmed or found by the run; 2 the script
+failed for an unrelated reason (traceback trimmed to your frames), exited non-zero, or a usage
+error; 130 interrupted."""
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        raise UsageError(message)
+
+
+# Options that take a value: the command line is split at the script (or `-m MODULE`), and every
+# argument after it belongs to the script, so the split has to know which options eat the next one.
+_VALUE_OPTIONS = {"--max-steps", "--health-steps", "--vanishing", "--exploding", "--output-format", "-o",
+                  "--output-file", "--select", "--ignore", "--project-root", "--config"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from torchlint.output import FORMATS
+
+    parser = _Parser(prog="torchlint run", usage="torchlint run [OPTIONS] SCRIPT [ARGS...] | "
+                     "torchlint run [OPTIONS] -m MODULE [ARGS...]", description=DESCRIPTION,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--max-steps", type=int, default=20, metavar="N",
+                        help="stop after the N-th step of any optimizer (default 20; 0: run to the end)")
+    parser.add_argument("--health-steps", type=int, default=5, metavar="N",
+                        help="gradient health after each of the first N steps (default 5)")
+    parser.add_argument("--vanishing", type=float, default=1e-7, metavar="NORM",
+                        help="a gradient norm below this is vanishing (default 1e-7)")
+    parser.add_argument("--exploding", type=float, default=1e3, metavar="NORM",
+                        help="a gradient norm above this is exploding (default 1e3)")
+    parser.add_argument("--output-format", choices=sorted(FORMATS), default=None,
+                        help="report format (default: concise); with a machine format on stdout the script's "
+                             "own output goes to stderr")
+    parser.add_argument("-o", "--output-file", help="write the report to this file")
+    parser.add_argument("--select", help="comma-separated codes or prefixes to report (static and runtime)")
+    parser.add_argument("--ignore", help="comma-separated codes or prefixes not to report")
+    parser.add_argument("--config", help="the pyproject.toml to read [tool.torchlint] from")
+    parser.add_argument("--project-root", help="the directory whose files are yours (default: the nearest "
+                        "directory above the script with pyproject.toml, setup.py, setup.cfg or .git)")
+    parser.add_argument("--no-lint", action="store_true", help="do not lint first (runtime findings only)")
+    parser.add_argument("--no-saved-tensors", action="store_true",
+                        help="do not install saved-tensor hooks (no saved-tensor bytes; slightly faster)")
+    parser.add_argument("--find-holders", action="store_true",
+                        help="name containers of retained losses by scanning the heap (gc.get_referrers) when "
+                             "the user's frames do not show them (slow on big programs)")
+    parser.add_argument("--anomaly", action="store_true",
+                        help="run with torch.autograd.set_detect_anomaly(True) (slow)")
+    return parser
+
+
+def split_argv(argv: Sequence[str]) -> Tuple[List[str], Optional[str], Optional[str], List[str]]:
+    """(torchlint's options, SCRIPT, MODULE, the script's arguments)."""
+    options: List[str] = []
+    index = 0
+    argv = list(argv)
+    while index < len(argv):
+        item = argv[index]
+        if item == "-m":
+            if index + 1 >= len(argv):
+                raise UsageError("-m needs a module name")
+            return options, None, argv[index + 1], argv[index + 2:]
+        if item == "--":
+            if index + 1 >= len(argv):
+                raise UsageError("no script given")
+            return options, argv[index + 1], None, argv[index + 2:]
+        if item.startswith("-") and item != "-":
+            options.append(item)
+            if item in _VALUE_OPTIONS:
+                if index + 1 >= len(argv):
+                    raise UsageError(f"{item} needs a value")
+                options.append(argv[index + 1])
+                index += 1
+            index += 1
+            continue
+        return options, item, None, argv[index + 1:]
+    return options, None, None, []
+
+
+def _codes(value: Optional[str]) -> List[str]:
+    return [c.strip().upper() for c in (value or "").split(",") if c.strip()]
+
+
+def main(argv: Sequence[str]) -> int:
+    try:
+        options, script, module, script_args = split_argv(argv)
+        parser = build_parser()
+        if "-h" in options or "--help" in options:
+            parser.print_help()
+            return EXIT_CLEAN
+        args = parser.parse_args(options)
+        if script is None and module is None:
+            raise UsageError("no script given (torchlint run SCRIPT [ARGS...] or torchlint run -m MODULE)")
+        if args.max_steps < 0 or args.health_steps < 0:
+            raise UsageError("--max-steps and --health-steps must be 0 or more")
+    except UsageError as error:
+        sys.stderr.write(f"torchlint run: error: {error}\n")
+        return EXIT_ERROR
+    if importlib.util.find_spec("torch") is None:
+        sys.stderr.write(NO_TORCH + "\n")
+        return EXIT_ERROR
+    from torchlint.runtime.launcher import TargetError, module_target, script_target
+
+    try:
+        target = module_target(module, script_args) if module else script_target(script, script_args)
+    except TargetError as error:
+        sys.stderr.write(f"torchlint run: {error}\n")
+        return EXIT_ERROR
+    return Run(args, target).execute()
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace, target) -> None:
+        self.args = args
+        self.target = target
+
+    def execute(self) -> int:
+        from torchlint.runtime.project import Project, find_project_root
+        from torchlint.runtime.reach import Reach
+
+        args = self.args
+        root = os.path.abspath(args.project_root) if args.project_root else find_project_root(self.target.path)
+        project = Project(root)
+        try:
+            statics, problems, select, ignore = self._lint(project)
+        except Exception as error:  # noqa: BLE001 - a config error: the run would not mean much either
+            sys.stderr.write(f"torchlint run: {error}\n")
+            return EXIT_ERROR
+        reach = Reach()
+        by_file: dict = {}
+        for static in statics:
+            by_file.setdefault(static.path, []).append(static.line)
+        for path, lines in by_file.items():
+            reach.want(path, lines)
+        machine = (args.output_format or "concise") not in ("concise", "full", "grouped")
+        with _script_output(to_stderr=machine and not args.output_file):
+            outcome, session, loaded = self._run(project, reach)
+        return self._report(outcome, session, statics, problems, reach, loaded, select, ignore, root)
+
+    # -- static ---------------------------------------------------------------------------------------
+    def _lint(self, project):
+        from torchlint.runtime.project import imported_project_files
+        from torchlint.runtime.reconcile import StaticFinding
+
+        args = self.args
+        select, ignore = _codes(args.select), _codes(args.ignore)
+        if args.no_lint:
+            return [], [], select, ignore
+        from pathlib import Path
+
+        from torchlint.config import ConfigError, load_config, validate_codes
+        from torchlint.runner import lint_file
+        from torchlint.runtime.project import display_path
+
+        try:
+            config = load_config(Path(os.path.dirname(self.target.path)), Path(args.config) if args.config else None)
+        except ConfigError as error:
+            raise RuntimeError(f"config error: {error}") from None
+        for codes, option in ((select, "--select"), (ignore, "--ignore")):
+            if codes:
+                try:
+                    validate_codes([c for c in codes if not _runtime_only(c)], option)
+                except ConfigError as error:
+                    raise RuntimeError(str(error)) from None
+        lint_select = select or config.effective_select
+        lint_ignore = list(config.ignore) + ignore
+        files = imported_project_files(self.target.path, [self.target.path0], project)
+        statics, problems = [], []
+        for path in files:
+            shown = display_path(path)
+            result = lint_file(shown, config, lint_select, lint_ignore)
+            for finding in result.findings:
+                if finding.is_diagnostic:
+                    problems.append(f"{shown}:{finding.start.row}: {finding.code} {finding.message}")
+                else:
+                    statics.append(StaticFinding(path, finding))
+        return statics, problems, select or config.effective_select, lint_ignore
+
+    # -- the run ----------------------------------------------------------------------------------------
+    def _run(self, project, reach):
+        import warnings
+
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")  # torch's import, not the script
+        from torchlint.runtime import launcher
+
+        with _own_imports():
+            from torchlint.runtime.session import Options, Session  # imports torch
+
+        args = self.args
+        options = Options(max_steps=args.max_steps, health_steps=args.health_steps, vanishing=args.vanishing,
+                          exploding=args.exploding, find_holders=args.find_holders,
+                          saved_tensors=not args.no_saved_tensors)
+        session = Session(options, project.is_user_file)
+        if args.anomaly:
+            import torch
+
+            torch.autograd.set_detect_anomaly(True)
+        import gc
+
+        gc.collect()  # the lint's syntax trees are garbage now; the script's collections need not scan them
+        reach.install()
+        session.install()
+        try:
+            outcome = launcher.run(self.target, reach.compile, lambda: session.stop_reason)
+        finally:
+            session.uninstall()
+            reach.uninstall()
+        session.set_main_namespace(outcome.namespace)
+        if outcome.kind == launcher.FAILED and outcome.error is not None:
+            outcome.classified = session.failures.classify(outcome.error)
+        session.finish(script_ended=outcome.kind in (launcher.FINISHED, launcher.EXITED))
+        loaded = {os.path.abspath(m.__file__) for m in list(sys.modules.values())
+                  if isinstance(getattr(m, "__file__", None), str)}
+        loaded.add(self.target.path)
+        return outcome, session, loaded
+
+    # -- the report --------------------------------------------------------------------------------------
+    def _report(self, outcome, session, statics, problems, reach, loaded, select, ignore, root) -> int:
+        from torchlint.runtime import launcher
+        from torchlint.runtime.reconcile import reconcile
+        from torchlint.runtime.report import WRITERS, RunReport
+
+        args = self.args
+        observations = [o for o in session.observations.all() if _selected(o.code, select, ignore)]
+        results = reconcile(statics, observations, lambda path, line: reach.reached(path, line, loaded))
+        classified = outcome.classified
+        traceback_text = None
+        if outcome.kind == launcher.FAILED and outcome.error is not None:
+            traceback_text = session.frames.trimmed_traceback(outcome.error)
+        exit_code = EXIT_FINDINGS if any(r.harmful for r in results) else EXIT_CLEAN
+        if outcome.kind == launcher.FAILED and not classified:
+            exit_code = EXIT_ERROR
+        elif outcome.kind == launcher.EXITED:
+            exit_code = EXIT_ERROR
+        elif outcome.kind == launcher.INTERRUPTED:
+            exit_code = EXIT_INTERRUPTED
+        if session.internal_error_count and exit_code == EXIT_CLEAN:
+            exit_code = EXIT_ERROR
+        growth = session.memory.growth()
+        explained = sorted({f"{o.code} at {o.where}" for o in observations if o.code in ("TL003", "TL006", "TL106")})
+        reason = outcome.reason
+        if outcome.kind == launcher.FAILED:
+            reason = ("stopped by a known rule's error" if classified else "the script failed") + f": {reason}"
+        report = RunReport(
+            target=self.target.name, outcome=outcome.kind, reason=reason, seconds=outcome.seconds,
+            steps=session.total_steps(), results=results, health=session.gradients.health_rows(),
+            health_steps=session.gradients.health_steps_seen, samples=session.memory.samples,
+            growth=session.memory.describe_growth(growth) if growth else None, growth_explained_by=explained,
+            traceback=traceback_text, exit_code=exit_code, internal_errors=session.internal_errors,
+            notes=problems + session.notes, thresholds={"vanishing": args.vanishing, "exploding": args.exploding},
+            uses_cuda=_cuda_used(), environment=_environment())
+        name = args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
+        options = {"format": name, "root": root}
+        if args.output_file:
+            import io
+
+            buffer = io.StringIO()
+            WRITERS[name](report, buffer, options)
+            try:
+                with open(args.output_file, "w", encoding="utf-8") as handle:
+                    handle.write(buffer.getvalue())
+            except OSError as error:
+                sys.stderr.write(f"torchlint run: cannot write {args.output_file}: {error}\n")
+                return EXIT_ERROR
+        else:
+            sys.stdout.flush()
+            WRITERS[name](report, sys.stdout, options)
+            sys.stdout.flush()
+        return exit_code
+
+
+def _runtime_only(code: str) -> bool:
+    from torchlint.runtime.signatures import CODES
+
+    return code in CODES and not _registered(code)
+
+
+def _registered(code: str) -> bool:
+    from torchlint.rules import all_codes
+
+    return any(c.startswith(code) for c in all_codes())
+
+
+def _selected(code: str, select: Sequence[str], ignore: Sequence[str]) -> bool:
+    chosen = tuple(("TL" if c == "ALL" else c) for c in select) or ("TL",)
+    return code.startswith(chosen) and not (ignore and code.startswith(tuple(ignore)))
+
+
+def _environment() -> dict:
+    import platform
+
+    torch = sys.modules.get("torch")
+    return {"python": platform.python_version(), "torch": getattr(torch, "__version__", None),
+            "cuda_available": bool(torch is not None and torch.cuda.is_available())}
+
+
+def _cuda_used() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+@contextlib.contextmanager
+def _own_imports() -> Iterator[None]:
+    """torchlint's own imports (torch) must not find a `torch.py` in the working directory, which
+    `python -m torchlint` puts first on sys.path."""
+    saved = sys.path[:]
+    cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", cwd)]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
+@contextlib.contextmanager
+def _script_output(to_stderr: bool) -> Iterator[None]:
+    """With a machine-readable report on stdout, the script's own output goes to stderr."""
+    if not to_stderr:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

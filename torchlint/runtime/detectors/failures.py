@@ -1,0 +1,398 @@
+"""The script stopped with an exception: is it a known rule's error, and what does the run know
+about it?
+
+The exception's type and message give the family (signatures.py). The TorchFunctionMode kept the
+failing op and its operands (shapes, strides, devices, dtypes); the always-called forward hooks
+kept the modules the exception went through. From those:
+
+- view error -> TL004, with the operand's shape and strides;
+- device error -> TL005 when the model's parameters sit on more than one device (which
+  submodules where), TL102 when an operand is a module's plain tensor attribute, else TL007
+  (the batch or target on another device than the model);
+- dtype error with a float16/bfloat16 operand against float32 weights -> TL009;
+- CUDA unavailable -> TL008; in-place errors -> TL001 (a backward error is traced back to the
+  in-place op that caused it); backward on a tensor computed under no_grad -> TL104;
+  "backward through the graph a second time" while a module holds a cached activation -> TL006;
+  the legacy-API errors -> TL201, TL203, TL205; a SyntaxError at `async=` -> TL204.
+
+Anything else is the script failing for a reason of its own (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from torchlint.runtime import project, signatures
+from torchlint.runtime.frames import Site
+from torchlint.runtime.graph import describe
+
+
+@dataclass
+class OpFailure:
+    """What the TorchFunctionMode saw when an op raised."""
+
+    error: BaseException
+    op: str
+    operands: List[Tuple[str, Any]]
+    site: Optional[Site]
+    grad_enabled: bool
+    args: tuple = ()
+    kwargs: Dict[str, Any] = field(default_factory=dict)
+
+
+def _chain(error: BaseException) -> List[BaseException]:
+    found: List[BaseException] = []
+    current: Optional[BaseException] = error
+    while current is not None and current not in found and len(found) < 8:
+        found.append(current)
+        current = current.__cause__ or current.__context__
+    return found
+
+
+class Failures:
+    def __init__(self, session) -> None:
+        self.session = session
+        self.op_failure: Optional[OpFailure] = None
+        self._modules_error: Optional[BaseException] = None
+        self._modules: List[Any] = []
+
+    # -- while the script runs ---------------------------------------------------------------------
+    def op_failed(self, op: str, args: tuple, kwargs: dict, error: BaseException) -> None:
+        if signatures.exception_family(type(error).__name__, str(error)) is None:
+            return
+        import torch
+
+        operands = []
+        for position, value in enumerate(args):
+            if isinstance(value, torch.Tensor):
+                operands.append((f"argument {position + 1}", value))
+            elif isinstance(value, (list, tuple)):
+                operands.extend((f"argument {position + 1}[{i}]", v) for i, v in enumerate(value[:8])
+                                if isinstance(v, torch.Tensor))
+        operands.extend((name, value) for name, value in kwargs.items() if isinstance(value, torch.Tensor))
+        self.op_failure = OpFailure(error, op, operands, self.session.site(), torch.is_grad_enabled(),
+                                    tuple(a for a in args if not isinstance(a, torch.Tensor))[:6],
+                                    {k: v for k, v in kwargs.items() if not isinstance(v, torch.Tensor)})
+
+    def module_failed(self, module: Any, error: Optional[BaseException]) -> None:
+        if error is None:
+            return
+        if error is not self._modules_error:
+            self._modules_error, self._modules = error, []
+        self._modules.append(module)
+
+    # -- at the end -------------------------------------------------------------------------------------
+    def classify(self, error: BaseException) -> bool:
+        """Observe the rule this failure belongs to; False when it belongs to none."""
+        if isinstance(error, SyntaxError):
+            return self._syntax(error)
+        for item in _chain(error):
+            family = signatures.exception_family(type(item).__name__, str(item))
+            if family is not None:
+                return self._classify(item, family, error)
+        return False
+
+    def _context(self, error: BaseException) -> Tuple[Optional[OpFailure], List[Any], Optional[Site]]:
+        chain = _chain(error)
+        op = self.op_failure if self.op_failure is not None and self.op_failure.error in chain else None
+        modules = self._modules if self._modules_error in chain else []
+        site = self.session.frames.site_of_traceback(error.__traceback__)
+        if site is None and op is not None:
+            site = op.site
+        if op is None:
+            op = _op_from_traceback(error)
+        return op, modules, site
+
+    def _classify(self, error: BaseException, family: str, outer: BaseException) -> bool:
+        op, modules, site = self._context(outer)
+        if site is None:
+            return False
+        handler = {
+            signatures.VIEW_ERROR: self._view,
+            signatures.NO_CUDA: self._no_cuda,
+            signatures.DEVICE_ERROR: self._device,
+            signatures.DTYPE_ERROR: self._dtype,
+            signatures.SAVED_MODIFIED: self._saved_modified,
+            signatures.LEAF_INPLACE: self._leaf_inplace,
+            signatures.NO_GRAD_BACKWARD: self._no_grad_backward,
+            signatures.BACKWARD_TWICE: self._backward_twice,
+            "TL201": self._zero_dim_index,
+            "TL203": self._legacy_direct,
+            "TL205": self._legacy_direct,
+        }[family]
+        return handler(error, family, op, modules, site)
+
+    def _observe(self, code: str, site: Optional[Site], message: str, evidence: str, **extra: Any) -> bool:
+        return self.session.observe(code, site, message, evidence, ended_run=True, **extra) is not None
+
+    # -- families ---------------------------------------------------------------------------------------
+    def _view(self, error, family, op, modules, site) -> bool:
+        evidence = _first_sentence(error)
+        if op is not None and op.operands:
+            size = ", ".join(str(a) for a in op.args) or "..."
+            evidence = f"`.view({size})` of a tensor with {describe(op.operands[0][1])}: {evidence}"
+        return self._observe("TL004", site, "`.view()` of a non-contiguous tensor (after transpose/permute) "
+                             "fails; use `.reshape(...)` or `.contiguous().view(...)`", evidence)
+
+    def _no_cuda(self, error, family, op, modules, site) -> bool:
+        import torch
+
+        return self._observe(
+            "TL008", site, "hard-coded CUDA fails on this machine, which has none; create and move tensors "
+            "with the script's own `device` (`.to(device)`, `device=device`)",
+            f"{type(error).__name__}: {_first_sentence(error)} (torch {torch.__version__}, "
+            f"torch.cuda.is_available() = {torch.cuda.is_available()})")
+
+    def _device(self, error, family, op, modules, site) -> bool:
+        root = modules[-1] if modules else None
+        model = self.session.main_model(prefer=root)
+        operands = op.operands if op is not None else []
+        shown = "; ".join(f"{label} on {t.device}" for label, t in operands[:4])
+        if model is not None:
+            placement = _placement(model)
+            if len(placement) > 1:
+                return self._split_model(model, placement, error, site, shown)
+            attribute = self._plain_attribute_operand(model, operands)
+            if attribute is not None:
+                return self._plain_attribute(model, placement, attribute, error, site)
+            model_device = next(iter(placement)) if placement else None
+            return self._observe(
+                "TL007", site,
+                f"a tensor reaches `{type(model).__name__}` (on {model_device}) from another device: move every "
+                "batch element and the target with `.to(device)` before using them",
+                f"{_first_sentence(error)} `{type(model).__name__}`'s parameters are all on {model_device}"
+                + (f"; the failing op `{op.op}` got {shown}" if shown else ""))
+        return False
+
+    def _split_model(self, model, placement, error, site, shown) -> bool:
+        cls = type(model)
+        majority = max(placement, key=lambda d: len(placement[d]))
+        odd = [name for device, names in placement.items() if device != majority for name in names]
+        lines: List[Tuple[str, int]] = []
+        for name in odd:
+            top = name.split(".")[0]
+            lines.extend(project.attribute_lines(cls, top))
+        span = project.class_span(cls)
+        where = "; ".join(f"{device}: {_names(names)}" for device, names in placement.items())
+        return self._observe(
+            "TL005", site,
+            f"`{cls.__name__}` is split across devices ({', '.join(placement)}): move the whole model once "
+            "with `model.to(device)` after building it",
+            f"{_first_sentence(error)} `{cls.__name__}`'s parameters by device — {where}"
+            + (f"; the failing op got {shown}" if shown else ""),
+            related=tuple(lines), spans=(span,) if span else ())
+
+    def _plain_attribute_operand(self, model, operands) -> Optional[Tuple[str, Any, str, Any]]:
+        from torchlint.runtime.detectors.module_state import ModuleState
+
+        attributes = ModuleState.plain_tensor_attributes(model)
+        for _, tensor in operands:
+            for name, module, attr, value in attributes:
+                if value is tensor or (tensor._base is not None and tensor._base is value):
+                    return name, module, attr, value
+        return None
+
+    def _plain_attribute(self, model, placement, attribute, error, site) -> bool:
+        name, module, attr, value = attribute
+        cls = type(module)
+        lines = project.attribute_lines(cls, attr, methods=["__init__"]) or project.attribute_lines(cls, attr)
+        span = project.class_span(cls)
+        devices = ", ".join(placement) or "?"
+        qualified = f"{cls.__name__}.{attr}"
+        path, line = lines[0] if lines else (site.path, site.line)
+        return self._observe(
+            "TL102", None,
+            f"`self.{attr}` is a plain tensor attribute, so `model.to(...)` left it behind; register it with "
+            f"`self.register_buffer('{attr}', ...)`",
+            f"{_first_sentence(error)} `{qualified}` ({describe(value)}) is neither parameter nor buffer while "
+            f"the parameters are on {devices}",
+            path=path, line=line, related=tuple(lines) + site.stack, spans=(span,) if span else ())
+
+    def _dtype(self, error, family, op, modules, site) -> bool:
+        import torch
+
+        half = (torch.float16, torch.bfloat16)
+        operands = op.operands if op is not None else []
+        low = [(label, t) for label, t in operands if t.dtype in half]
+        message = str(error)
+        if not low and not any(word in message for word in ("Half", "BFloat16", "c10::Half", "c10::BFloat16")):
+            return False
+        model = self.session.main_model(prefer=modules[-1] if modules else None)
+        dtypes = sorted({str(p.dtype).replace("torch.", "") for p in model.parameters()}) if model is not None else []
+        if dtypes and all(d in ("float16", "bfloat16") for d in dtypes):
+            return False  # a half model: the float operand is the odd one out, not TL009
+        shown = "; ".join(f"{label}: {describe(t)}" for label, t in operands[:3])
+        name = type(model).__name__ if model is not None else "the model"
+        return self._observe(
+            "TL009", site,
+            f"a float16/bfloat16 input reaches {name}, whose parameters are {'/'.join(dtypes) or 'float32'}: "
+            "convert the model too (`model.half()`) or run under `torch.autocast`",
+            f"{_first_sentence(error)}" + (f"; the failing op `{op.op}` got {shown}" if shown and op else ""))
+
+    def _saved_modified(self, error, family, op, modules, site) -> bool:
+        inplace = self.session.inplace
+        explained = inplace.explain_modified(str(error))
+        if explained is None or explained[0].site is None:
+            return self._observe(
+                "TL001", site, "a tensor autograd saved for backward was modified in place before backward; "
+                "use the out-of-place op (`x = x + 1`, not `x += 1`) or `.clone()` first",
+                _first_sentence(error))
+        write, info = explained
+        what = f"the output of {info['node']}" if info.get("node") else "a saved input"
+        return self._observe(
+            "TL001", write.site,
+            f"`{write.op}` writes in place into {what}, which autograd saved for backward; backward fails "
+            f"with 'modified by an inplace operation'; use the out-of-place op or `.clone()` first",
+            f"backward at line {site.line} needed {what} (shape {list(write.shape)}) at version "
+            f"{info['expected']}; `{write.op}` here moved it to version {info['now']}",
+            related=site.stack)
+
+    def _leaf_inplace(self, error, family, op, modules, site) -> bool:
+        shown = f" on {describe(op.operands[0][1])}" if op is not None and op.operands else ""
+        return self._observe(
+            "TL001", site, "an in-place write into a leaf tensor that requires grad; do it under "
+            "`torch.no_grad()` (an update) or write into a copy",
+            f"`{op.op if op else 'in-place op'}`{shown}: {_first_sentence(error)}")
+
+    def _no_grad_backward(self, error, family, op, modules, site) -> bool:
+        losses = self.session.losses
+        tensor = op.operands[0][1] if op is not None and op.operands else None
+        if op is not None and not op.grad_enabled:
+            origin_text = "backward() itself ran under no_grad"
+        else:
+            origin = losses.no_grad_origin(tensor) if tensor is not None else None
+            if origin is None:
+                return False
+            origin_text = f"the tensor was computed under no_grad/inference_mode at line {origin.line}"
+        return self._observe(
+            "TL104", site, "backward() on a result computed without autograd always fails; compute the loss "
+            "outside `torch.no_grad()` / `torch.inference_mode()`",
+            f"{_first_sentence(error)} ({origin_text}; requires_grad = "
+            f"{getattr(tensor, 'requires_grad', None)}, grad_fn = {getattr(tensor, 'grad_fn', None)})")
+
+    def _backward_twice(self, error, family, op, modules, site) -> bool:
+        cached = self.session.module_state.cached_graph_attributes()
+        if not cached:
+            return False
+        module, attr, tensor = cached[0]
+        cls = type(module)
+        lines = project.attribute_lines(cls, attr)
+        span = project.class_span(cls)
+        if not lines:
+            return False
+        path, line = lines[0]
+        return self._observe(
+            "TL006", None,
+            f"`self.{attr}` carries a tensor and its graph from one forward into the next, so the next "
+            f"backward walks into a freed graph; store `.detach()`ed state",
+            f"{_first_sentence(error)} `{cls.__name__}.{attr}` ({describe(tensor)}, grad_fn "
+            f"{tensor.grad_fn.name()}) was set in an earlier forward",
+            path=path, line=line, related=tuple(lines) + site.stack, spans=(span,) if span else ())
+
+    def _zero_dim_index(self, error, family, op, modules, site) -> bool:
+        shown = ""
+        if op is not None and op.operands:
+            tensor = op.operands[0][1]
+            try:
+                shown = f" (the tensor is 0-dim: value {float(tensor):.6g})"
+            except Exception:  # noqa: BLE001
+                shown = f" ({describe(tensor)})"
+        return self._observe("TL201", site, "indexing a 0-dim tensor (`loss.data[0]`) fails since PyTorch 0.4; "
+                             "use `loss.item()`", f"IndexError: {_first_sentence(error)}{shown}")
+
+    def _legacy_direct(self, error, family, op, modules, site) -> bool:
+        messages = {
+            "TL203": "`backward(retain_variables=...)` was removed; use `retain_graph=`",
+            "TL205": "an autograd.Function with a non-static `forward` is no longer supported; write "
+                     "`@staticmethod forward(ctx, ...)` and call `Function.apply(...)`",
+        }
+        spans = ()
+        if family == "TL205":  # a static finding may sit on the Function class rather than the call
+            function = _autograd_function_in(error)
+            span = project.class_span(type(function)) if function is not None else None
+            spans = (span,) if span else ()
+        return self._observe(family, site, messages[family], f"{type(error).__name__}: {_first_sentence(error)}",
+                             spans=spans)
+
+    def _syntax(self, error: SyntaxError) -> bool:
+        if not signatures.is_async_keyword_syntax_error(error.text) or not error.filename or not error.lineno:
+            return False
+        import os
+
+        return self._observe(
+            "TL204", None, "`async=True` is a syntax error since Python 3.7 (async is a keyword); use "
+            "`non_blocking=True`", f"SyntaxError: {error.msg} in `{(error.text or '').strip()}`",
+            path=os.path.abspath(error.filename), line=error.lineno)
+
+
+def _autograd_function_in(error: BaseException) -> Any:
+    """The legacy autograd.Function instance whose call raised (the `self` of a traceback frame)."""
+    import torch
+
+    tb = error.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, torch.autograd.Function):
+            return owner
+        tb = tb.tb_next
+    return None
+
+
+def _op_from_traceback(error: BaseException) -> Optional[OpFailure]:
+    """Inside library layers the TorchFunctionMode is off, so the failing op was not seen: take the
+    operands from the innermost frames of the traceback instead (the tensors among their locals,
+    and the parameters of the module whose forward it is: `input`, `self.weight`)."""
+    import torch
+
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    innermost = list(reversed(frames[-30:]))
+    # a layer's forward says most (`input` and `self.weight`); else any frame holding tensors
+    for wants_module in (True, False):
+        for frame in innermost:
+            try:
+                variables = dict(frame.f_locals)
+            except Exception:  # noqa: BLE001
+                continue
+            owner = variables.get("self")
+            is_module = isinstance(owner, torch.nn.Module)
+            if wants_module and not is_module:
+                continue
+            operands = [(name, value) for name, value in variables.items() if isinstance(value, torch.Tensor)]
+            if is_module:
+                operands += [(f"self.{name}", value) for name, value in owner.named_parameters(recurse=False)]
+            if operands:
+                name = f"{type(owner).__name__}.{frame.f_code.co_name}" if is_module else frame.f_code.co_name
+                return OpFailure(error, name, operands[:6], None, torch.is_grad_enabled())
+    return None
+
+
+def _placement(model: Any) -> Dict[str, List[str]]:
+    """device -> the names of the (top-level) submodules whose parameters or buffers are there."""
+    placement: Dict[str, List[str]] = {}
+    for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
+        owner = name.rsplit(".", 1)[0] if "." in name else "(the model itself)"
+        names = placement.setdefault(str(tensor.device), [])
+        if owner not in names:
+            names.append(owner)
+    return placement
+
+
+def _names(names: List[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _first_sentence(error: BaseException, limit: int = 200) -> str:
+    text = " ".join(str(error).split())
+    for stop in (" Hint:", " HINT:"):
+        if stop in text:
+            text = text[: text.index(stop)]
+    if len(text) > limit:
+        cut = text.rfind(". ", 0, limit)
+        text = text[: cut + 1] if cut > 40 else text[: limit - 1] + "…"
+    return text

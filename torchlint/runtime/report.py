@@ -1,0 +1,255 @@
+"""The report of `torchlint run` in the usual formats: concise/full/grouped (text with the
+gradient-health and memory sections), json (one object), json-lines (one finding a line),
+github (workflow annotations) and sarif (SARIF 2.1.0, statuses and evidence in `properties`)."""
+
+from __future__ import annotations
+
+import json
+import linecache
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, TextIO
+
+from torchlint.runtime import signatures
+from torchlint.runtime.graph import mib
+from torchlint.runtime.project import display_path
+from torchlint.runtime.reconcile import FOUND_BY_RUN, Result, counts
+
+
+@dataclass
+class RunReport:
+    target: str
+    outcome: str  # launcher kind
+    reason: str
+    seconds: float
+    steps: int
+    results: List[Result]
+    health: List[Any]  # HealthRow
+    health_steps: int
+    samples: List[Any]  # memory Sample
+    growth: Optional[str]
+    growth_explained_by: List[str]
+    traceback: Optional[str]
+    exit_code: int
+    internal_errors: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)  # files that could not be linted, what was not watched
+    thresholds: Dict[str, float] = field(default_factory=dict)
+    uses_cuda: bool = False
+    environment: Dict[str, Any] = field(default_factory=dict)
+
+
+def _where(result: Result) -> str:
+    column = f":{result.column}" if result.column else ""
+    return f"{display_path(result.path)}:{result.line}{column}"
+
+
+def _status_word(result: Result) -> str:
+    return "" if result.status == FOUND_BY_RUN else f"{result.status} "
+
+
+# -- text -------------------------------------------------------------------------------------------
+
+def write_text(report: RunReport, stream: TextIO, options: dict) -> None:
+    full = options.get("format") == "full"
+    grouped = options.get("format") == "grouped"
+    write = stream.write
+    write(f"torchlint run {report.target}: {report.reason} ({report.seconds:.2f} s, {report.steps} optimizer "
+          f"step{'s' if report.steps != 1 else ''})\n")
+    if report.traceback:
+        write("\n" + report.traceback + "\n")
+    if report.results:
+        write("\n")
+    current_file = None
+    for result in report.results:
+        if grouped and result.path != current_file:
+            current_file = result.path
+            write(f"{display_path(result.path)}:\n")
+        prefix = "  " if grouped else ""
+        where = f"{result.line}{':' + str(result.column) if result.column else ''}" if grouped else _where(result)
+        origin = " (found by the run)" if result.status == FOUND_BY_RUN else ""
+        write(f"{prefix}{where}: {result.code} {_status_word(result)}{result.message}{origin}\n")
+        if result.evidence:
+            count = result.observation.count if result.observation is not None else 1
+            repeat = f" (×{count})" if count > 1 else ""
+            write(f"{prefix}    evidence: {result.evidence}{repeat}\n")
+        if full:
+            text = linecache.getline(result.path, result.line).rstrip()
+            if text:
+                write(f"{prefix}    {result.line} | {text}\n")
+    write("\n")
+    _write_health(report, write)
+    _write_memory(report, write)
+    for note in report.notes:
+        write(f"note: {note}\n")
+    for error in report.internal_errors:
+        write(f"torchlint run: instrumentation error (please report): {error}\n")
+    confirmed, run_only, harmless, unreached, unknown = counts(report.results)
+    parts = [f"{confirmed} static finding{'s' if confirmed != 1 else ''} confirmed",
+             f"{run_only} found by the run only", f"{harmless} ran without harm", f"{unreached} not reached"]
+    if unknown:
+        parts.append(f"{unknown} with no evidence")
+    write("; ".join(parts) + f". Exit status {report.exit_code}.\n")
+
+
+def _write_health(report: RunReport, write) -> None:
+    rows = report.health
+    if not rows:
+        write("Gradient health: no optimizer step ran, nothing to show.\n\n")
+        return
+    steps = report.health_steps
+    write(f"Gradient health (after step{'s 1–' + str(steps) if steps > 1 else ' 1'}, {len(rows)} parameters; "
+          f"vanishing < {report.thresholds.get('vanishing', 0):g}, exploding > "
+          f"{report.thresholds.get('exploding', 0):g})\n")
+    bad = [r for r in rows if r.problems]
+    shown = bad if bad else rows[:8]
+    width = max([len(r.name) for r in shown] + [9])
+    write(f"  {'parameter':<{width}}  {'grad None':>9} {'NaN/Inf':>7} {'zero':>5} {'vanishing':>9} "
+          f"{'exploding':>9}  ‖grad‖ min … max\n")
+    for row in shown:
+        finite = [n for n in row.norms if math.isfinite(n)]
+        span = f"{min(finite):.3g} … {max(finite):.3g}" if finite else "–"
+        write(f"  {row.name:<{width}}  {row.none:>9} {row.nonfinite:>7} {row.zero:>5} {row.vanishing:>9} "
+              f"{row.exploding:>9}  {span}\n")
+    if bad:
+        healthy = len(rows) - len(bad)
+        if healthy:
+            write(f"  ... and {healthy} healthy parameter{'s' if healthy != 1 else ''}\n")
+    else:
+        more = len(rows) - len(shown)
+        write(f"  all {len(rows)} parameters healthy" + (f" ({more} not shown)" if more else "") + "\n")
+    write("\n")
+
+
+def _write_memory(report: RunReport, write) -> None:
+    samples = report.samples
+    if not samples:
+        write("Memory per step: no optimizer step ran, nothing to show.\n\n")
+        return
+    cuda = report.uses_cuda and all(s.cuda_allocated is not None for s in samples)
+    measure = "CUDA memory allocated" if cuda else "saved tensors held by live autograd graphs"
+    values = [s.cuda_allocated if cuda else s.saved_bytes for s in samples]
+    write(f"Memory per step ({measure})\n")
+    if len(values) <= 10:
+        write("  " + ", ".join(f"{s.step}: {mib(v)}" for s, v in zip(samples, values)) + "\n")
+    else:
+        head = ", ".join(f"{s.step}: {mib(v)}" for s, v in zip(samples[:4], values[:4]))
+        tail = ", ".join(f"{s.step}: {mib(v)}" for s, v in zip(samples[-3:], values[-3:]))
+        write(f"  {head}, …, {tail} (max {mib(max(values))})\n")
+    if report.growth:
+        explained = f"; explained by {', '.join(report.growth_explained_by)}" if report.growth_explained_by else \
+            "; no detector explains it"
+        write(f"  steady growth: {report.growth}{explained}\n\n")
+    else:
+        write("  no steady growth\n\n")
+
+
+# -- json ---------------------------------------------------------------------------------------------
+
+def result_json(result: Result) -> dict:
+    from torchlint.rules import get_rule
+
+    rule = get_rule(result.code)
+    observation = result.observation
+    return {
+        "code": result.code,
+        "title": signatures.title(result.code),
+        "status": result.status,
+        "filename": display_path(result.path),
+        "location": {"row": result.line, "column": result.column},
+        "message": result.message,
+        "evidence": result.evidence or None,
+        "count": observation.count if observation is not None else 0,
+        "first_step": observation.step if observation is not None else None,
+        "ended_run": observation.ended_run if observation is not None else False,
+        "source": "run" if result.static is None else "static",
+        "url": rule.url() if rule is not None else None,
+    }
+
+
+def report_json(report: RunReport) -> dict:
+    return {
+        "version": 1,
+        "script": report.target,
+        "environment": report.environment,
+        "outcome": {"kind": report.outcome, "reason": report.reason, "seconds": round(report.seconds, 3),
+                    "optimizer_steps": report.steps, "traceback": report.traceback},
+        "findings": [result_json(r) for r in report.results],
+        "gradient_health": {"steps": report.health_steps, "thresholds": report.thresholds,
+                            "parameters": [row.to_json() for row in report.health]},
+        "memory": {"samples": [{"step": s.step, "saved_bytes": s.saved_bytes, "saved_tensors": s.saved_tensors,
+                                "cuda_allocated": s.cuda_allocated} for s in report.samples],
+                   "growth": report.growth, "explained_by": report.growth_explained_by},
+        "notes": report.notes,
+        "internal_errors": report.internal_errors,
+        "exit_code": report.exit_code,
+    }
+
+
+def write_json(report: RunReport, stream: TextIO, options: dict) -> None:
+    json.dump(report_json(report), stream, indent=2, ensure_ascii=False)
+    stream.write("\n")
+
+
+def write_json_lines(report: RunReport, stream: TextIO, options: dict) -> None:
+    for result in report.results:
+        stream.write(json.dumps(result_json(result), ensure_ascii=False) + "\n")
+
+
+# -- github ---------------------------------------------------------------------------------------------
+
+def write_github(report: RunReport, stream: TextIO, options: dict) -> None:
+    from torchlint.output.github import escape_data, escape_property
+
+    for result in report.results:
+        command = "warning" if result.harmful else "notice"
+        text = f"{result.status}: {result.message}" + (f" — {result.evidence}" if result.evidence else "")
+        properties = [("file", display_path(result.path)), ("line", str(result.line)),
+                      ("title", f"torchlint run ({result.code})")]
+        rendered = ",".join(f"{key}={escape_property(value)}" for key, value in properties)
+        stream.write(f"::{command} {rendered}::{escape_data(text)}\n")
+
+
+# -- sarif ----------------------------------------------------------------------------------------------
+
+def write_sarif(report: RunReport, stream: TextIO, options: dict) -> None:
+    from torchlint.output.sarif import artifact_uri, rule_descriptors, sarif_log
+
+    root = Path(options.get("root") or Path.cwd())
+    log = sarif_log([], root)
+    driver = log["runs"][0]["tool"]["driver"]
+    rules = rule_descriptors()
+    known = {rule["id"] for rule in rules}
+    for code, entry in sorted(signatures.CODES.items()):
+        if code not in known:
+            text = f"{entry.title} (recognised at run time by: {entry.recognised_by})"
+            rules.append({"id": code, "name": entry.title, "shortDescription": {"text": entry.title},
+                          "fullDescription": {"text": text}, "help": {"text": text, "markdown": text},
+                          "defaultConfiguration": {"level": "warning"}})
+    driver["rules"] = rules
+    index = {rule["id"]: position for position, rule in enumerate(rules)}
+    results = []
+    for result in report.results:
+        item = {
+            "ruleId": result.code,
+            "level": "warning" if result.harmful else "note",
+            "message": {"text": f"{result.status}: {result.message}"
+                        + (f" Evidence: {result.evidence}" if result.evidence else "")},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": artifact_uri(result.path, root),
+                "region": {"startLine": result.line, **({"startColumn": result.column} if result.column else {})},
+            }}],
+            "properties": {"status": result.status, "evidence": result.evidence or None},
+        }
+        if result.code in index:
+            item["ruleIndex"] = index[result.code]
+        results.append(item)
+    log["runs"][0]["results"] = results
+    json.dump(log, stream, indent=2, ensure_ascii=False)
+    stream.write("\n")
+
+
+WRITERS = {
+    "concise": write_text, "full": write_text, "grouped": write_text, "json": write_json,
+    "json-lines": write_json_lines, "github": write_github, "sarif": write_sarif,
+}

@@ -1,0 +1,613 @@
+"""The instrumentation of one run, installed through PyTorch's public hooks only:
+
+- global module forward pre-hooks and (always-called) forward hooks
+  (`torch.nn.modules.module.register_module_forward_pre_hook` / `..._forward_hook`);
+- global optimizer step pre/post hooks (`torch.optim.optimizer.register_optimizer_step_*_hook`);
+- a `TorchFunctionMode` that sees the torch functions and tensor methods the user's code calls (it
+  is switched off while a library module's forward runs — nn.Linear, nn.TransformerEncoderLayer
+  — and back on in the user's own modules and in loss modules: most ops of a model run inside
+  library layers, and routing each of them through Python would cost more than everything else);
+- `torch.autograd.graph.saved_tensors_hooks` (bytes of saved tensors; see detectors/memory.py);
+- per-parameter tensor hooks and grad_fn pre-hooks (TL002, TL003, TL106);
+- `warnings.showwarning`, wrapped (warnings still print as they would).
+
+Every hook does as little as it can and never lets an error of its own reach the user's program
+(it is counted and shown in the report). Hooks run on the main thread only: DataParallel
+replicas and DataLoader threads are left alone, and a forked DataLoader worker turns everything
+off (`os.register_at_fork`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import warnings
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Set
+
+import torch
+from torch.nn.modules import module as nn_module
+from torch.optim import optimizer as optim_module
+from torch.overrides import TorchFunctionMode
+
+from torchlint.runtime import signatures
+from torchlint.runtime.detectors.failures import Failures
+from torchlint.runtime.detectors.gradients import Gradients
+from torchlint.runtime.detectors.inplace import InPlace
+from torchlint.runtime.detectors.losses import FUNCTIONAL_LOSSES, SIGMOID_LOSSES, SOFTMAX_LOSSES, Losses
+from torchlint.runtime.detectors.memory import Memory
+from torchlint.runtime.detectors.module_state import ModuleState
+from torchlint.runtime.detectors.modes import Modes
+from torchlint.runtime.detectors.retention import Retention
+from torchlint.runtime.frames import Site, UserFrames, caller_of_module_call
+from torchlint.runtime.launcher import StopRun
+from torchlint.runtime.observation import Observation, Observations
+
+_USER_MODULE, _LOSS_MODULE = 1, 2
+_IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
+                     "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__",
+                     "__setitem__"}
+# in-place by name, but they change autograd's bookkeeping, not the data
+_NOT_WRITES = {"requires_grad_", "share_memory_", "detach_", "retain_grad", "record_stream"}
+_ARITHMETIC = {"add", "__add__", "__radd__", "__iadd__", "sub", "__sub__", "__rsub__", "__isub__", "mul",
+               "__mul__", "__rmul__", "__imul__", "div", "__truediv__", "__rtruediv__", "__itruediv__", "stack",
+               "cat", "sum", "mean", "add_", "mul_", "div_", "sub_"}
+
+_ACTIVE: List[Optional["Session"]] = [None]
+# Our own hook code reads tensor attributes (versions, grad_fn) and calls a few torch functions:
+# without this, each of those would go through the TorchFunctionMode as if the script had made it.
+_QUIET = torch._C.DisableTorchFunction
+
+
+def _after_fork_in_child() -> None:
+    session = _ACTIVE[0]
+    if session is not None:
+        session.disabled = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+@dataclass
+class Options:
+    max_steps: int = 20
+    health_steps: int = 5
+    vanishing: float = 1e-7
+    exploding: float = 1e3
+    find_holders: bool = False
+    saved_tensors: bool = True
+
+
+class _Mode(TorchFunctionMode):
+    def __init__(self, session: "Session") -> None:
+        super().__init__()
+        self._session = session
+        self._handlers: Dict[Any, Optional[Callable]] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        session = self._session
+        if session.disabled or session.busy or session.stepping:
+            return func(*args, **kwargs)
+        try:
+            handler = self._handlers[func]
+        except KeyError:
+            handler = self._handlers[func] = session.handler_for(func)
+        except TypeError:  # an unhashable callable
+            handler = None
+        if handler is None:
+            try:
+                return func(*args, **kwargs)
+            except Exception as error:
+                session.op_failed(func, args, kwargs, error)
+                raise
+        return handler(func, args, kwargs)
+
+
+class Session:
+    def __init__(self, options: Options, is_user_file: Callable[[str], bool]) -> None:
+        self.options = options
+        self.frames = UserFrames(is_user_file)
+        self.observations = Observations()
+        self.disabled = False
+        self.busy = False  # our own code is calling torch: the mode passes everything through
+        self.stepping = False  # inside an optimizer step without a closure: its update ops pass through too
+        self.internal_errors: List[str] = []
+        self.internal_error_count = 0
+        self.notes: List[str] = []  # what the run could not watch (shown, not an error)
+        self.iteration = 0  # steps of the first optimizer that stepped
+        self.stop_reason = ""
+        self.step_of_last_step = 0
+        self._main_thread = threading.get_ident()
+        self._depth = 0
+        self._kinds: Dict[type, int] = {}
+        self._steps: Dict[int, int] = {}
+        self._primary: Optional[int] = None
+        self._in_step = 0
+        self._roots: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+        self._root_order: List[int] = []
+        self._param_names: Dict[int, str] = {}
+        self._optimizers: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+        self._main_namespace: Optional[dict] = None
+        self._handles: List[Any] = []
+        self._mode: Optional[_Mode] = None
+        self._mode_on = False
+        self._mode_switched: List[bool] = []  # per running module call: did its pre-hook switch the mode?
+        self._step_switched: List[bool] = []  # the same for running optimizer steps
+        self._showwarning = None
+
+        self.memory = Memory()
+        self.gradients = Gradients(self)
+        self.retention = Retention(self)
+        self.module_state = ModuleState(self)
+        self.inplace = InPlace(self)
+        self.modes = Modes(self)
+        self.losses = Losses(self)
+        self.failures = Failures(self)
+
+    # -- install / uninstall ---------------------------------------------------------------------------
+    def install(self) -> None:
+        _ACTIVE[0] = self
+        self._handles.append(nn_module.register_module_forward_pre_hook(self._forward_pre))
+        self._handles.append(nn_module.register_module_forward_hook(self._forward_post, always_call=True))
+        self._handles.append(optim_module.register_optimizer_step_pre_hook(self._step_pre))
+        self._handles.append(optim_module.register_optimizer_step_post_hook(self._step_post))
+        if self.options.saved_tensors and not self.memory.install():
+            self.notes.append("saved-tensor hooks are disabled in this process: no saved-tensor bytes")
+        self._mode = _Mode(self)
+        self._mode.__enter__()
+        self._mode_on = True
+        self._showwarning = warnings.showwarning
+        warnings.showwarning = self._on_warning
+
+    def uninstall(self) -> None:
+        self.busy = True
+        if self._mode is not None:
+            if self._mode_on and not self._set_mode(False):
+                self.notes.append("a TorchFunctionMode of the script was still active at the end")
+            self._mode = None
+        self.memory.uninstall()
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
+        self.gradients.remove_hooks()
+        if warnings.showwarning == self._on_warning:  # bound methods compare equal, never identical
+            warnings.showwarning = self._showwarning
+        self.disabled = True
+        if _ACTIVE[0] is self:
+            _ACTIVE[0] = None
+
+    def set_main_namespace(self, namespace: Optional[dict]) -> None:
+        self._main_namespace = namespace
+
+    def main_namespace(self) -> Optional[dict]:
+        return self._main_namespace
+
+    # -- helpers the detectors use ------------------------------------------------------------------------
+    def site(self) -> Optional[Site]:
+        return self.frames.site(sys._getframe(1))
+
+    def user_frames(self) -> List[Any]:
+        frames = []
+        frame = sys._getframe(1)
+        while frame is not None:
+            if self.frames.is_user_file(frame.f_code.co_filename):
+                frames.append(frame)
+            frame = frame.f_back
+        return frames
+
+    def observe(self, code: str, site: Optional[Site], message: str, evidence: str,
+                **extra: Any) -> Optional[Observation]:
+        return self.observations.add(code, site, message, evidence, **extra)
+
+    def internal_error(self, error: BaseException) -> None:
+        self.internal_error_count += 1
+        if len(self.internal_errors) < 5:
+            import traceback
+
+            frame = traceback.extract_tb(error.__traceback__)[-1] if error.__traceback__ else None
+            where = f" ({os.path.basename(frame.filename)}:{frame.lineno})" if frame else ""
+            self.internal_errors.append(f"{type(error).__name__}: {error}{where}")
+
+    def step_of(self, optimizer: Any) -> int:
+        return self._steps.get(id(optimizer), 0)
+
+    def total_steps(self) -> int:
+        return max(self._steps.values(), default=0)
+
+    def param_name(self, param: Any) -> str:
+        name = self._param_names.get(id(param))
+        if name is None:
+            self._name_parameters()
+            name = self._param_names.get(id(param))
+        return name or f"<parameter {tuple(param.shape)}>"
+
+    def _name_parameters(self) -> None:
+        """Parameter names from the models the script called: `fc.weight` with one model, the
+        model's variable name first with several (`discriminator.0.weight`)."""
+        roots = [self._roots.get(key) for key in self._root_order]
+        roots = [r for r in roots if r is not None and any(True for _ in r.parameters())]
+        names = self._variable_names(roots) if len(roots) > 1 else {}
+        seen: Set[int] = set()
+        for root in sorted(roots, key=lambda r: -sum(1 for _ in r.parameters())):
+            prefix = "" if len(roots) == 1 else names.get(id(root), type(root).__name__) + "."
+            for name, param in root.named_parameters():
+                if id(param) not in seen:
+                    seen.add(id(param))
+                    self._param_names[id(param)] = prefix + name
+
+    def _variable_names(self, roots: List[Any]) -> Dict[int, str]:
+        """The names the script's frames (and globals) bind the models to."""
+        wanted = {id(root) for root in roots}
+        found: Dict[int, str] = {}
+        scopes = [frame.f_locals for frame in self.user_frames()]
+        if self._main_namespace is not None:
+            scopes.append(self._main_namespace)
+        for scope in scopes:
+            for name, value in list(scope.items()):
+                if id(value) in wanted and id(value) not in found and not name.startswith("_"):
+                    found[id(value)] = name
+        return found
+
+    def optimized_parameter_ids(self) -> Set[int]:
+        found: Set[int] = set()
+        for optimizer in list(self._optimizers.values()):
+            for group in optimizer.param_groups:
+                found.update(id(p) for p in group["params"])
+        return found
+
+    def main_model(self, prefer: Any = None) -> Any:
+        """The model a failure is about: the outermost module the exception went through, else the
+        most recently called model with parameters."""
+        if prefer is not None and any(True for _ in prefer.parameters()):
+            return prefer
+        for key in reversed(self._root_order):
+            root = self._roots.get(key)
+            if root is not None and any(True for _ in root.parameters()):
+                return root
+        return None
+
+    def _set_mode(self, on: bool) -> bool:
+        """Switch the TorchFunctionMode on or off; False when it stays as it is (already so, or
+        the script pushed a mode of its own on top of ours)."""
+        mode = self._mode
+        if mode is None or on == self._mode_on:
+            return False
+        if on:
+            mode.__enter__()
+        else:
+            if torch.overrides._get_current_function_mode() is not mode:
+                return False
+            mode.__exit__(None, None, None)
+        self._mode_on = on
+        return True
+
+    # -- module hooks ----------------------------------------------------------------------------------
+    def _kind_of(self, cls: type) -> int:
+        kind = 0
+        forward = getattr(cls, "forward", None)
+        code = getattr(forward, "__code__", None)
+        if code is not None and self.frames.is_user_file(code.co_filename):
+            kind |= _USER_MODULE
+        if cls.__name__.endswith("Loss") or issubclass(cls, torch.nn.modules.loss._Loss):
+            kind |= _LOSS_MODULE  # its input is checked in F.cross_entropy etc., which it calls
+        self._kinds[cls] = kind
+        return kind
+
+    def _forward_pre(self, module: Any, args: tuple) -> None:
+        if self.disabled or threading.get_ident() != self._main_thread:
+            return None
+        depth = self._depth
+        if depth == 0 and self._mode_switched:  # left over by a forward that raised a BaseException
+            self._mode_switched.clear()
+            self._set_mode(not self.stepping)
+        self._depth = depth + 1
+        kind = 0
+        try:
+            kind = self._kinds.get(type(module))
+            if kind is None:
+                kind = self._kind_of(type(module))
+            if depth == 0 or kind & _USER_MODULE or self.inplace.input_ids:
+                with _QUIET():
+                    if depth == 0:
+                        self._root_pre(module, args)
+                    if kind & _USER_MODULE:
+                        self.inplace.before_forward(module, args)
+                        self.module_state.before_forward(module)
+                    elif self.inplace.input_ids:
+                        self.inplace.before_library_call(module, args)
+            watched = self.module_state.watched
+            if watched and id(module) in watched:
+                self.module_state.called.add(id(module))
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+        try:  # exactly one entry per call: the post-hook pops it
+            switched = self._set_mode(bool(kind & (_USER_MODULE | _LOSS_MODULE)))
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+            switched = False
+        self._mode_switched.append(switched)
+        return None
+
+    def _root_pre(self, module: Any, args: tuple) -> None:
+        key = id(module)
+        if key not in self._roots:
+            self._roots[key] = module
+            self._param_names.clear()
+        if not self._root_order or self._root_order[-1] != key:
+            if key in self._root_order:
+                self._root_order.remove(key)
+            self._root_order.append(key)
+        self.module_state.scan_root(module)
+        grad = torch.is_grad_enabled()
+        if not grad and module.training:
+            caller = caller_of_module_call(sys._getframe(1))
+            if caller is not None and self.frames.is_user_file(caller.f_code.co_filename):
+                self.modes.check_no_grad_training(module, self.frames.site(caller), torch.is_inference_mode_enabled())
+        elif grad and not module.training and any(p.requires_grad for p in module.parameters()):
+            caller = caller_of_module_call(sys._getframe(1))
+            if caller is not None and self.frames.is_user_file(caller.f_code.co_filename):
+                self.modes.eval_call_starts(module, self.frames.site(caller))
+
+    def _forward_post(self, module: Any, args: tuple, output: Any) -> None:
+        if self.disabled or threading.get_ident() != self._main_thread:
+            return None
+        self._depth = depth = max(self._depth - 1, 0)
+        try:
+            if self._mode_switched and self._mode_switched.pop():
+                self._set_mode(not self._mode_on)
+            failing = sys.exc_info()[1] if output is None else None
+            if failing is not None:  # the always-called hook on the exception path
+                self.failures.module_failed(module, failing)
+                self.inplace.forward_failed(module)
+                self.module_state.forward_failed(module)
+                if depth == 0:
+                    self.modes.eval_call_ends(module, None)
+                return None
+            kind = self._kinds.get(type(module), 0)
+            if not (kind or depth == 0 or self.inplace.watching):
+                return None
+            with _QUIET():
+                if kind & _USER_MODULE:
+                    self.inplace.after_forward(module, args)
+                    self.module_state.after_forward(module)
+                elif self.inplace.watching:
+                    self.inplace.after_library_call(module)
+                if kind & _LOSS_MODULE:
+                    self.losses.after_loss(output, self.site(), args)
+                if depth == 0:
+                    self.modes.eval_call_ends(module, output)
+                    if not torch.is_grad_enabled() and isinstance(output, torch.Tensor):
+                        self.losses.mark_no_grad(output, self.site())
+        except StopRun:
+            raise
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+        return None
+
+    # -- optimizer hooks -------------------------------------------------------------------------------
+    def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if self.disabled:
+            return None
+        if self._in_step == 0 and self._step_switched:  # a step that raised never ran its post-hook
+            self._step_switched.clear()
+            self._set_mode(True)
+        self.busy = True
+        try:
+            self._optimizers[id(optimizer)] = optimizer
+            if self._primary is None:
+                self._primary = id(optimizer)
+            closure = _has_closure(args, kwargs)
+            with _QUIET():
+                self.gradients.before_step(optimizer, closure)
+                if id(optimizer) == self._primary:
+                    self.retention.check()
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+        finally:
+            self.busy = False
+        self._in_step += 1
+        # The update's own ops are not the script's: the mode is off during a step, except for a
+        # closure's step, whose forward and backward run inside it.
+        self.stepping = not _has_closure(args, kwargs)
+        self._step_switched.append(self._set_mode(False) if self.stepping else False)
+        return None
+
+    def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        self._in_step = max(self._in_step - 1, 0)
+        self.stepping = False
+        if self._step_switched and self._step_switched.pop():
+            self._set_mode(True)
+        if self.disabled:
+            return None
+        self.busy = True
+        try:
+            step = self._steps[id(optimizer)] = self._steps.get(id(optimizer), 0) + 1
+            self.step_of_last_step = step
+            with _QUIET():
+                self.gradients.after_step(optimizer, _has_closure(args, kwargs), step)
+                if id(optimizer) == self._primary:
+                    self.iteration += 1
+                    self.module_state.after_step()
+                    self.memory.sample(step)
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+        finally:
+            self.busy = False
+        limit = self.options.max_steps
+        if limit and step >= limit:
+            self.stop_reason = f"stopped after {step} optimizer steps (--max-steps {limit})"
+            raise StopRun(self.stop_reason)
+        return None
+
+    # -- the TorchFunctionMode ------------------------------------------------------------------------------
+    def handler_for(self, func: Any) -> Optional[Callable]:
+        name = getattr(func, "__name__", "")
+        if type(func).__name__ == "method-wrapper":
+            return None  # attribute getters and setters (x.shape, x.grad)
+        module = getattr(func, "__module__", "") or ""
+        if module == "torch.nn.functional" and name in FUNCTIONAL_LOSSES:
+            return self._functional_loss(name)
+        if name == "backward" and getattr(func, "__qualname__", "") == "Tensor.backward":
+            return self._backward
+        in_place = name in _IN_PLACE_DUNDERS or (name.endswith("_") and not name.endswith("__")
+                                                 and not name.startswith("_") and name not in _NOT_WRITES)
+        arithmetic = name in _ARITHMETIC
+        if in_place or arithmetic:
+            return self._op(name, in_place, arithmetic)
+        if module == "torch.nn.functional" and "inplace" in getattr(getattr(func, "__code__", None), "co_varnames", ()):
+            return self._op(name, True, False, keyword_only=True)
+        return None
+
+    def op_failed(self, func: Any, args: tuple, kwargs: dict, error: BaseException) -> None:
+        if self.disabled:
+            return
+        self.busy = True
+        try:
+            self.failures.op_failed(_op_name(func), args, kwargs, error)
+        except Exception as failure:  # noqa: BLE001
+            self.internal_error(failure)
+        finally:
+            self.busy = False
+
+    def _op(self, name: str, in_place: bool, arithmetic: bool, keyword_only: bool = False):
+        def handle(func, args, kwargs):
+            if in_place and args and not self._in_step and (not keyword_only or kwargs.get("inplace")):
+                target = args[0]
+                if isinstance(target, torch.Tensor) and ((target.requires_grad and torch.is_grad_enabled())
+                                                         or id(target) in self.inplace.input_ids):
+                    self.busy = True
+                    try:
+                        self.inplace.before_write(name, target)
+                    except Exception as error:  # noqa: BLE001
+                        self.internal_error(error)
+                    finally:
+                        self.busy = False
+            try:
+                output = func(*args, **kwargs)
+            except Exception as error:
+                self.op_failed(func, args, kwargs, error)
+                raise
+            if arithmetic and self.retention._tracked:
+                self.busy = True
+                try:
+                    self.retention.derived(args, output)
+                except Exception as error:  # noqa: BLE001
+                    self.internal_error(error)
+                finally:
+                    self.busy = False
+            return output
+
+        return handle
+
+    def _functional_loss(self, name: str):
+        checked = name in SOFTMAX_LOSSES or name in SIGMOID_LOSSES
+
+        def handle(func, args, kwargs):
+            self.busy = True
+            site = None
+            try:
+                site = self.site()
+                if checked:
+                    self.losses.before_loss(name, args, kwargs, site)
+            except Exception as error:  # noqa: BLE001
+                self.internal_error(error)
+            finally:
+                self.busy = False
+            try:
+                output = func(*args, **kwargs)
+            except Exception as error:
+                self.op_failed(func, args, kwargs, error)
+                raise
+            self.busy = True
+            try:
+                self.losses.after_loss(output, site, args)
+            except Exception as error:  # noqa: BLE001
+                self.internal_error(error)
+            finally:
+                self.busy = False
+            return output
+
+        return handle
+
+    def _backward(self, func, args, kwargs):
+        tensor = args[0] if args else None
+        if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None and not self.retention.is_tracked(tensor):
+            self.busy = True
+            try:
+                self.retention.track_loss(tensor, self.site())
+            except Exception as error:  # noqa: BLE001
+                self.internal_error(error)
+            finally:
+                self.busy = False
+        try:
+            return func(*args, **kwargs)
+        except Exception as error:
+            self.op_failed(func, args, kwargs, error)
+            raise
+
+    # -- warnings --------------------------------------------------------------------------------------------
+    def _on_warning(self, message, category, filename, lineno, file=None, line=None):
+        try:
+            if not self.disabled and threading.get_ident() == self._main_thread:
+                code = signatures.warning_code(category.__name__, str(message))
+                if code is not None:
+                    site = self.frames.site(sys._getframe(1))
+                    if site is not None:
+                        text = " ".join(str(message).split())
+                        self.observe(code, site, _warning_message(code), f"{category.__name__}: {text[:240]}")
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+        showwarning = self._showwarning or warnings._showwarning_orig  # type: ignore[attr-defined]
+        return showwarning(message, category, filename, lineno, file, line)
+
+    # -- the end ------------------------------------------------------------------------------------------
+    def finish(self, script_ended: bool) -> None:
+        """End-of-run checks (the script's globals are still alive)."""
+        self.busy = True
+        try:
+            with _QUIET():
+                self.retention.check(final=True)
+                self.modes.finish(script_ended)
+                self.module_state.report_unregistered()
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+        finally:
+            self.busy = False
+
+
+_WARNING_MESSAGES = {
+    "TL105": "`.grad` of a non-leaf tensor is always None; read the leaf's `.grad`, or call `retain_grad()` "
+             "before backward",
+    "TL202": "`volatile=True` has no effect since PyTorch 0.4, so this builds autograd graphs; drop it and "
+             "wrap the evaluation in `torch.no_grad()`",
+    "TL206": "`size_average`/`reduce` are deprecated; use the equivalent `reduction=` argument",
+    "TL207": "`scheduler.step()` runs before `optimizer.step()`, so the first value of the schedule is "
+             "skipped; call it after the epoch's optimizer steps",
+    "TL208": "a deprecated initialiser or functional; use the underscore initialiser (`xavier_uniform_`) or "
+             "`F.interpolate`",
+}
+
+
+def _warning_message(code: str) -> str:
+    return _WARNING_MESSAGES[code]
+
+
+def _has_closure(args: tuple, kwargs: dict) -> bool:
+    return bool((args and callable(args[0])) or callable(kwargs.get("closure")))
+
+
+def _op_name(func: Any) -> str:
+    name = getattr(func, "__name__", None) or repr(func)
+    qualname = getattr(func, "__qualname__", "") or ""
+    if qualname.startswith(("TensorBase.", "Tensor.")):
+        return f"Tensor.{name}"
+    module = getattr(func, "__module__", "") or ""
+    if module.startswith("torch"):
+        return f"{module.replace('torch.nn.functional', 'F').replace('torch._C._nn', 'F')}.{name}" \
+            if module != "torch" else f"torch.{name}"
+    return name

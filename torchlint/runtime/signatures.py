@@ -1,0 +1,186 @@
+"""What `torchlint run` maps runtime observations to: rule code -> (title, how it is recognised).
+
+Some codes belong to rules that live on other branches or are not written yet (TL007-TL009,
+TL201-TL208). The runtime never imports rule modules: it recognises each code by what happens
+when the code runs (an exception's type and message, a warning's text, or a detector's own
+observation), so this table is the only place that knows them. No torch here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, Optional, Pattern, Tuple
+
+
+@dataclass(frozen=True)
+class Code:
+    title: str
+    recognised_by: str
+
+
+CODES: Dict[str, Code] = {
+    "TL001": Code("in-place operation on a tensor autograd needs",
+                  "a forward that bumps the version counter of one of its tensor inputs; the error "
+                  "'a leaf Variable that requires grad is being used in an in-place operation'; the "
+                  "backward error 'modified by an inplace operation', traced to the in-place op"),
+    "TL002": Code("gradients accumulate across optimizer steps",
+                  "a parameter's .grad reaches a step still holding the previous step's gradient "
+                  "(not set to None or zeroed in between); or every gradient is cleared between "
+                  "backward and step"),
+    "TL003": Code("loss tensors of earlier iterations kept alive with their graphs",
+                  "criterion outputs (modules named *Loss, torch.nn.functional losses, tensors "
+                  "backward() is called on) tracked by weak reference and alive with grad_fn from "
+                  "two or more earlier steps, or a running sum of them spanning steps"),
+    "TL004": Code(".view() on a non-contiguous tensor",
+                  "RuntimeError 'view size is not compatible with input tensor's size and stride'"),
+    "TL005": Code("model split across devices",
+                  "a device-mismatch error while the model's parameters sit on more than one device"),
+    "TL006": Code("activation with its graph cached on a module",
+                  "a tensor with grad_fn assigned to a module attribute during forward and still "
+                  "held after the optimizer step; 'Trying to backward through the graph a second "
+                  "time' when such a tensor is reused"),
+    "TL007": Code("batch not on the model's device",
+                  "a device-mismatch error while the model's parameters all sit on one device and "
+                  "an operand (the batch, the target) on another"),
+    "TL008": Code("hard-coded CUDA on a machine without it",
+                  "AssertionError 'Torch not compiled with CUDA enabled', 'Found no NVIDIA driver', "
+                  "'No CUDA GPUs are available', 'torch.cuda.FloatTensor not available'"),
+    "TL009": Code("half-precision input to a float32 model",
+                  "a dtype-mismatch error ('mat1 and mat2 must have the same dtype, but got Half and "
+                  "Float', 'Input type (...Half...) and weight type (...float...)') with a float16 "
+                  "or bfloat16 operand"),
+    "TL101": Code("submodules in a plain list/dict are not registered",
+                  "a module whose forward ran while it sits in a plain list/tuple/dict attribute, "
+                  "so model.parameters() does not return its parameters"),
+    "TL102": Code("plain tensor attribute left on the old device",
+                  "a device-mismatch error whose operand is a module's plain tensor attribute "
+                  "(neither parameter nor buffer) on another device than the parameters"),
+    "TL104": Code("backward() on a result computed without grad",
+                  "RuntimeError 'element 0 of tensors does not require grad' on a tensor computed "
+                  "under no_grad/inference_mode"),
+    "TL105": Code(".grad of a non-leaf tensor",
+                  "UserWarning 'The .grad attribute of a Tensor that is not a leaf Tensor is being "
+                  "accessed'"),
+    "TL106": Code("evaluation with autograd on",
+                  "a model in eval() run with grad enabled whose graph no backward ever uses"),
+    "TL107": Code("evaluation in training mode",
+                  "a model with Dropout/BatchNorm in training mode called under no_grad or "
+                  "inference_mode"),
+    "TL108": Code("softmax output fed to CrossEntropyLoss/NLLLoss",
+                  "the loss input's grad_fn is SoftmaxBackward0 (through views)"),
+    "TL109": Code("sigmoid output fed to BCELoss",
+                  "the loss input's grad_fn is SigmoidBackward0 (through views)"),
+    "TL201": Code("indexing a 0-dim tensor (loss.data[0])",
+                  "IndexError 'invalid index of a 0-dim tensor'"),
+    "TL202": Code("Variable(..., volatile=True) has no effect",
+                  "UserWarning 'volatile was removed and now has no effect'"),
+    "TL203": Code("backward(retain_variables=...) was removed",
+                  "TypeError \"unexpected keyword argument 'retain_variables'\""),
+    "TL204": Code(".cuda(async=True) is a syntax error",
+                  "SyntaxError at a keyword argument named async"),
+    "TL205": Code("legacy autograd.Function with a non-static forward",
+                  "RuntimeError 'Legacy autograd function with non-static forward method is "
+                  "deprecated'"),
+    "TL206": Code("size_average=/reduce= on a loss",
+                  "UserWarning 'size_average and reduce args will be deprecated'"),
+    "TL207": Code("lr_scheduler.step() before optimizer.step()",
+                  "UserWarning 'Detected call of `lr_scheduler.step()` before `optimizer.step()`'"),
+    "TL208": Code("deprecated initialiser or functional",
+                  "FutureWarning 'nn.init.<name> is now deprecated in favor of nn.init.<name>_', "
+                  "UserWarning 'nn.functional.upsample... is deprecated'"),
+}
+
+
+def title(code: str) -> str:
+    entry = CODES.get(code)
+    return entry.title if entry is not None else code
+
+
+# -- exceptions ---------------------------------------------------------------------------------
+# (code, exception type names, message pattern). The first match wins; the device and dtype
+# families are decided by the failure classifier from the operands, not from the text alone.
+
+VIEW_ERROR = "view"
+DEVICE_ERROR = "device"
+DTYPE_ERROR = "dtype"
+NO_CUDA = "no-cuda"
+SAVED_MODIFIED = "saved-modified"
+LEAF_INPLACE = "leaf-inplace"
+NO_GRAD_BACKWARD = "no-grad-backward"
+BACKWARD_TWICE = "backward-twice"
+
+_EXCEPTION_FAMILIES: Tuple[Tuple[str, Tuple[str, ...], Pattern[str]], ...] = (
+    (VIEW_ERROR, ("RuntimeError",), re.compile(r"view size is not compatible with input tensor's size and stride")),
+    (NO_CUDA, ("AssertionError", "RuntimeError", "TypeError"), re.compile(
+        r"Torch not compiled with CUDA enabled|Found no NVIDIA driver|No CUDA GPUs are available"
+        r"|CUDA driver initialization failed|torch\.cuda\.\w+Tensor not available")),
+    (DEVICE_ERROR, ("RuntimeError",), re.compile(
+        r"Expected all tensors to be on the same device|is not on the expected device"
+        r"|Input and parameter tensors are not at the same device"
+        r"|Expected (?:object of )?(?:device|backend) \w+ but got"
+        r"|Expected tensor for argument #\d+ '\w+' to have the same device")),
+    (DTYPE_ERROR, ("RuntimeError",), re.compile(
+        r"must have the same dtype|expected scalar type \w+ but found \w+"
+        r"|expected m1 and m2 to have the same dtype")),
+    (SAVED_MODIFIED, ("RuntimeError",), re.compile(
+        r"one of the variables needed for gradient computation has been modified by an inplace operation")),
+    (LEAF_INPLACE, ("RuntimeError",), re.compile(
+        r"a (?:view of a )?leaf Variable that requires grad is being used in an in-place operation")),
+    (NO_GRAD_BACKWARD, ("RuntimeError",), re.compile(
+        r"element \d+ of tensors does not require grad and does not have a grad_fn")),
+    (BACKWARD_TWICE, ("RuntimeError",), re.compile(r"Trying to backward through the graph a second time")),
+    ("TL201", ("IndexError",), re.compile(r"invalid index of a 0-dim tensor")),
+    ("TL203", ("TypeError",), re.compile(r"unexpected keyword argument 'retain_variables'")),
+    ("TL205", ("RuntimeError",), re.compile(r"Legacy autograd function with non-static forward method")),
+)
+
+# The exception type's name is matched, not the class: TypeError and IndexError are builtins, and
+# torch raises plain RuntimeError/AssertionError for everything else here.
+
+
+# "Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor) should be the
+# same": a device error when one side is CUDA and the other is not, else a dtype error.
+_INPUT_WEIGHT_TYPE = re.compile(r"Input type \(([\w:.]+)\) and (?:weight|bias) type \(([\w:.]+)\) should be the same")
+
+
+def exception_family(type_name: str, message: str) -> Optional[str]:
+    """The family (or directly the code) an exception belongs to, from its type and message."""
+    match = _INPUT_WEIGHT_TYPE.search(message) if type_name == "RuntimeError" else None
+    if match is not None:
+        left, right = match.groups()
+        return DEVICE_ERROR if ("cuda" in left) != ("cuda" in right) else DTYPE_ERROR
+    for family, types, pattern in _EXCEPTION_FAMILIES:
+        if type_name in types and pattern.search(message):
+            return family
+    return None
+
+
+ASYNC_KEYWORD = re.compile(r"[(,]\s*async\s*=")
+
+
+def is_async_keyword_syntax_error(text: Optional[str]) -> bool:
+    """Whether a SyntaxError's source line is a call with a keyword argument named `async`
+    (`.cuda(async=True)`: valid before Python 3.7, where async became a keyword)."""
+    return bool(text) and ASYNC_KEYWORD.search(text) is not None
+
+
+# -- warnings -----------------------------------------------------------------------------------
+
+_WARNINGS: Tuple[Tuple[str, Tuple[str, ...], Pattern[str]], ...] = (
+    ("TL105", ("UserWarning",),
+     re.compile(r"The \.grad attribute of a Tensor that is not a leaf Tensor is being accessed")),
+    ("TL202", ("UserWarning",), re.compile(r"volatile was removed and now has no effect")),
+    ("TL206", ("UserWarning",), re.compile(r"size_average and reduce args will be deprecated")),
+    ("TL207", ("UserWarning",), re.compile(r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`")),
+    ("TL208", ("FutureWarning", "UserWarning", "DeprecationWarning"), re.compile(
+        r"nn\.init\.\w+` is now deprecated in favor of `nn\.init\.\w+_`|nn\.init\.\w+ is now deprecated"
+        r"|nn\.functional\.upsample(?:_bilinear|_nearest)?` is deprecated")),
+)
+
+
+def warning_code(category_name: str, message: str) -> Optional[str]:
+    for code, categories, pattern in _WARNINGS:
+        if category_name in categories and pattern.search(message):
+            return code
+    return None
