@@ -47,8 +47,8 @@ def fingerprint() -> str:
     digest = hashlib.sha256(__version__.encode())
     for path in sorted(_PACKAGE.rglob("*.py")):
         relative = path.relative_to(_PACKAGE).as_posix()
-        if relative.startswith(("verify/", "output/")):
-            continue  # the verifier and the report formats do not change findings
+        if relative.startswith(("verify/", "output/", "runtime/")):
+            continue  # the verifier, `torchlint run` and the report formats do not change findings
         try:
             data = path.read_bytes()
         except OSError:
