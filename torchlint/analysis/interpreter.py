@@ -350,6 +350,8 @@ class Values(TorchSemantics):
         if not defs:
             return self._outer_name(node, frame)
         value = join_all(self.definition_value(d, frame) for d in defs)
+        if value.kind == UNKNOWN and len(defs) > 1:
+            value = self._loss_after_numeric_start(defs, frame, value)
         if value.kind == MODULE:
             value = self._after_statements_on(node, defs, value, frame)
         if value.shape is None and (value.kind in TENSOR_KINDS or value.kind == INPUT):
@@ -357,6 +359,16 @@ class Values(TorchSemantics):
             if observed is not None:
                 value = value.but(shape=observed)
         return value
+
+    def _loss_after_numeric_start(self, defs: Tuple[Def, ...], frame: Frame, joined: Value) -> Value:
+        """`loss = 0.0`, then a loss assigned in a loop: after the loop it is the loss (the number
+        only when the loop never ran), as the report or the backward that reads it assumes."""
+        rest = [d for d in defs if not (d.kind == "assign" and d.path == ()
+                                        and type(d.value) in (cst.Integer, cst.Float))]
+        if not rest or len(rest) == len(defs):
+            return joined
+        value = join_all(self.definition_value(d, frame) for d in rest)
+        return value if value.kind == LOSS else joined
 
     def _after_statements_on(self, use: cst.Name, defs: Tuple[Def, ...], value: Value, frame: Frame) -> Value:
         """A module changed in place by bare statements between its definition and this use:
@@ -816,9 +828,13 @@ class Values(TorchSemantics):
 
     def grad_context(self, expr: cst.BaseExpression) -> Optional[str]:
         call = expr if type(expr) is cst.Call else None
-        name = self.sem.qualified_name(call.func if call is not None else expr)
+        target = call.func if call is not None else expr
+        name = self.sem.qualified_name(target)
         if name is None:
-            return None
+            spelled = dotted_name(target)
+            if spelled is None or not spelled.startswith("torch.") or self.scopes.lookup("torch", target):
+                return None
+            name = spelled  # `torch` from `from utils import *`: spelled out, it is torch's context
         if name in api.SET_GRAD_ENABLED and call is not None and call.args:
             value = call.args[0].value
             if type(value) is cst.Name and value.value in ("False", "True"):

@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import training
 from torchlint.analysis.semantic import method_call
+from torchlint.analysis.value import GRAD_OFF
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -84,6 +85,8 @@ accumulator becomes a Python float instead of a tensor.
             return
         kind, container, elements, statement = growth
         sem = ctx.semantic
+        if kind == "accumulate" and sem.values.lexical_grad_mode(node) == GRAD_OFF:
+            return  # a sum computed under no_grad records no graph (an appended loss keeps its own)
         loops = sem.enclosing_loops(node)
         if not loops:
             return

@@ -88,6 +88,8 @@ import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateles
         sem = ctx.semantic
         if not sem.is_module_method(node, "__init__"):
             return
+        if _only_own_attributes(value):
+            return  # `[self.b1, self.b2]`: each is registered already as an attribute of its own
         attr = target.attr.value
         klass = sem.class_of_method(sem.method_of(node))
         kind, how = _contents(value, attr, klass, sem)
@@ -111,6 +113,14 @@ import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateles
             f"`parameters()`, `.to()` and `state_dict()` miss them — use `{shown}`",
             fix,
         )
+
+
+def _only_own_attributes(value: cst.BaseExpression) -> bool:
+    if not isinstance(value, (cst.List, cst.Tuple)) or not value.elements:
+        return False
+    return all(isinstance(e, cst.Element) and isinstance(e.value, cst.Attribute)
+               and isinstance(e.value.value, cst.Name) and e.value.value.value == "self"
+               for e in value.elements)
 
 
 def _is_empty(value: cst.BaseExpression) -> bool:

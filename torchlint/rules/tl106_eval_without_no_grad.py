@@ -85,6 +85,8 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
             return
         if sem.is_expression_statement(node) or _detached_at_once(sem, node):
             return  # run for its side effects, or `model(x).detach()`: the graph dies at once
+        if isinstance(func, cst.Attribute) and func.attr.value != "forward" and sem.values.of(func).kind != MODULE:
+            return  # `net.eval()`, `model.detect_objects(...)`, `rnn.init_hidden(n)`: a method, not a forward
         loop = _evaluation_loop(sem, loops)
         if loop is None:
             return  # the innermost loop trains
@@ -133,7 +135,7 @@ def _evaluation_reason(sem: Semantic, call: cst.Call, func, loop, scope) -> Opti
                 return None
             return f"after `{sem.module.code_for_node(receiver)}.eval()`"
     if isinstance(scope, cst.FunctionDef) and evaluation.is_eval_function_name(scope.name.value) \
-            and not evaluation.has_backward(sem, scope):
+            and not evaluation.has_backward(sem, scope) and not sem.is_module_class(sem.class_of_method(scope)):
         model = sem.values.of(func)
         if model.kind == MODULE or (model.role == "model" and sem.imports_torch):
             return f"in `{scope.name.value}()`"

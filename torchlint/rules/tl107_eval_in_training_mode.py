@@ -88,8 +88,8 @@ in eval mode afterwards, so later code that expected training mode must call `mo
         if evaluation.is_eval_mode_call(ctx.semantic, node):
             self._check_training_resumed(node, ctx)
             return
-        if not isinstance(func, cst.Name):
-            return
+        if not isinstance(func, cst.Name) or func.value == "self":
+            return  # `self(x)` in a method: its caller sets the mode
         sem = ctx.semantic
         loops = sem.enclosing_loops(node, comprehensions=True)
         if not loops:
@@ -224,13 +224,15 @@ def _any_mode_switch(sem: Semantic) -> bool:
 
 
 def _passed_along_before(sem: Semantic, name: str, scope, loop) -> bool:
-    """`name` is handed to a call (other than torch's own) before `loop` in `scope`."""
+    """`name` is handed to a call before `loop` in `scope` that may switch its mode: not torch's
+    own, and not a function of this file (nothing in this file switches modes: the caller has
+    checked `_any_mode_switch`)."""
     for call in sem.index.descendants(scope, cst.Call):
         if not evaluation.before(sem, call, loop):
             continue
         for arg in call.args:
             if isinstance(arg.value, cst.Name) and arg.value.value == name:
-                if not sem.is_torch(call, "torch.*"):
+                if not sem.is_torch(call, "torch.*") and not sem.resolve_local_function(call, call):
                     return True
     return False
 
