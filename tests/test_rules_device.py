@@ -411,6 +411,28 @@ def test_function_called_under_a_guard_is_guarded():
     assert device_guards.guarded_by_device_condition(sem, call)
 
 
+def test_guard_found_through_any_number_of_callers_and_recursion_ends():
+    sem = model("""\
+        import torch
+        use_cuda = torch.cuda.is_available()
+        def warm_up(x):
+            return x.cuda()
+        def step(x, n):
+            return warm_up(x) if n == 0 else step(x, n - 1)
+        def epoch(x):
+            return step(x, 3)
+        def train(x):
+            return epoch(x)
+        def unguarded(x):
+            return unguarded(x).cuda()
+        if use_cuda:
+            train(torch.ones(1))
+        """)
+    first, second = [c for c in sem.index.nodes(cst.Call) if device_guards.hard_coded_cuda(sem, c)]
+    assert device_guards.guarded_by_device_condition(sem, first)  # four callers up, through a recursion
+    assert not device_guards.guarded_by_device_condition(sem, second)  # only calls itself
+
+
 @pytest.mark.parametrize("imports, moved", [
     ("import lightning as L", True),
     ("import pytorch_lightning as pl", True),

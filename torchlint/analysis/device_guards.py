@@ -12,7 +12,7 @@ unsure in the direction that keeps the rules silent (a `with` of unknown meaning
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Iterator, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -244,9 +244,10 @@ def _references(sem: "Semantic", expr: cst.CSTNode) -> Iterator[Tuple[cst.CSTNod
             yield node, node.value
 
 
-def _follows_a_tensor(sem: "Semantic", node: cst.CSTNode, depth: int = 2) -> bool:
+def _follows_a_tensor(sem: "Semantic", node: cst.CSTNode, seen: frozenset = frozenset()) -> bool:
     """`x.is_cuda`, `x.device`, `x.device.type` for a tensor-like `x` (not `args`/`self`/a
-    config), or a name bound only to such a value."""
+    config), or a name bound only to such values (`seen`: the names being followed, so that
+    `d = d.device` ends)."""
     if isinstance(node, cst.Attribute):
         chain = dotted_name(node) or "…." + node.attr.value
         parts = chain.split(".")
@@ -255,11 +256,12 @@ def _follows_a_tensor(sem: "Semantic", node: cst.CSTNode, depth: int = 2) -> boo
         # `x.device`, `self.keys.device` follow a tensor; `args.device`, `self.device` are chosen
         return any(part == "device" and parts[i - 1] not in CONFIG_OWNERS
                    for i, part in enumerate(parts) if i > 0)
-    if isinstance(node, cst.Name) and depth > 0:
+    if isinstance(node, cst.Name) and node.value not in seen:
         bindings = sem.scopes.lookup(node.value, node) or []
         values = [b.value for b in bindings if b.kind == "assign" and b.value is not None]
+        seen = seen | {node.value}
         return bool(bindings) and len(values) == len(bindings) and all(
-            any(_follows_a_tensor(sem, ref, depth - 1) for ref, _ in _references(sem, v)) for v in values)
+            any(_follows_a_tensor(sem, ref, seen) for ref, _ in _references(sem, v)) for v in values)
     return False
 
 
@@ -392,7 +394,7 @@ def _guarded_by_earlier_exit(sem: "Semantic", block_child: cst.CSTNode, block: c
     return False
 
 
-def guarded_by_device_condition(sem: "Semantic", node: cst.CSTNode, depth: int = 2) -> bool:
+def guarded_by_device_condition(sem: "Semantic", node: cst.CSTNode) -> bool:
     """Whether `node` runs only under a device condition: inside `if torch.cuda.is_available():`
     / `if args.cuda:` (either branch), `x.cuda() if use_cuda else x`, `use_cuda and x.cuda()`,
     `with torch.cuda.device(i):`, a `try` with handlers, after `assert torch.cuda.is_available()`
@@ -421,8 +423,8 @@ def guarded_by_device_condition(sem: "Semantic", node: cst.CSTNode, depth: int =
         elif isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             if any(_is_guard_condition(sem, d.decorator) for d in ancestor.decorators):
                 return True
-            if isinstance(ancestor, cst.FunctionDef) and depth > 0 and \
-                    _called_under_guard(sem, ancestor, depth - 1):
+            if isinstance(ancestor, cst.FunctionDef) and called_where(
+                    sem, ancestor, "device_guard", lambda call: guarded_by_device_condition(sem, call)):
                 return True
         if isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and _guarded_by_earlier_exit(sem, child, ancestor):
             return True
@@ -445,9 +447,28 @@ def _same_file_calls(sem: "Semantic", function: cst.FunctionDef) -> List[cst.Cal
     return cached(sem, ("calls_of", function), compute)
 
 
-def _called_under_guard(sem: "Semantic", function: cst.FunctionDef, depth: int) -> bool:
-    return cached(sem, ("called_under_guard", function, depth), lambda: any(
-        guarded_by_device_condition(sem, call, depth) for call in _same_file_calls(sem, function)))
+def called_where(sem: "Semantic", function: cst.FunctionDef, fact: str,
+                 holds_at: Callable[[cst.Call], bool]) -> bool:
+    """Whether some same-file call of `function` is at a place where `holds_at` (which may ask
+    this again for the function around that call: callers of callers, to any depth). A call
+    chain that comes back to a function being asked adds nothing (least fixpoint); a "no" that
+    met such a cycle is not kept, since the function it passed through was not finished."""
+    answers = cached(sem, ("called_where", fact), dict)
+    if function in answers:
+        return answers[function]
+    asking = cached(sem, ("called_where_asking", fact), lambda: {"open": set(), "cycles": 0})
+    if function in asking["open"]:
+        asking["cycles"] += 1
+        return False
+    cycles_before = asking["cycles"]
+    asking["open"].add(function)
+    try:
+        answer = any(holds_at(call) for call in _same_file_calls(sem, function))
+    finally:
+        asking["open"].discard(function)
+    if answer or asking["cycles"] == cycles_before:
+        answers[function] = answer
+    return answer
 
 
 def in_device_helper(sem: "Semantic", node: cst.CSTNode) -> bool:
@@ -512,7 +533,7 @@ def _is_dtype_neutral_context(sem: "Semantic", item: cst.BaseExpression) -> bool
         item.func.value in _DTYPE_NEUTRAL_BUILTINS
 
 
-def may_run_under_autocast(sem: "Semantic", node: cst.CSTNode, depth: int = 2) -> bool:
+def may_run_under_autocast(sem: "Semantic", node: cst.CSTNode) -> bool:
     """Whether `node` may run under autocast: inside `torch.autocast(...)` /
     `torch.cuda.amp.autocast()` (block or decorator), inside any `with` whose context manager is
     not known to leave dtypes alone (`with ctx:`), or in a function some same-file caller calls
@@ -527,9 +548,7 @@ def may_run_under_autocast(sem: "Semantic", node: cst.CSTNode, depth: int = 2) -
                 text = _text(sem, decorator.decorator)
                 if "autocast" in text or "amp" in text:
                     return True
-            if depth > 0 and cached(sem, ("called_under_autocast", ancestor, depth), lambda: any(
-                    may_run_under_autocast(sem, call, depth - 1)
-                    for call in _same_file_calls(sem, ancestor))):
+            if called_where(sem, ancestor, "autocast", lambda call: may_run_under_autocast(sem, call)):
                 return True
         child = ancestor
     return False

@@ -28,6 +28,8 @@ from torchlint.analysis.value import (
     TENSOR_KINDS, UNKNOWN, UNKNOWN_VALUE, Device, Layout, ModuleInfo, Value, join, join_all,
 )
 
+_NON_DIM_KEYWORDS = ("dtype", "keepdim", "out")
+
 class TorchSemantics:
     """The values torch's API returns (see the module docstring)."""
 
@@ -385,7 +387,9 @@ class TorchSemantics:
                      device=_common_device(tensors), site=call)
 
     def _reduction(self, tensor: Value, member: str, call: cst.Call, rest: Sequence[cst.Arg], frame) -> Value:
-        has_dim = any(a.keyword is None or a.keyword.value == "dim" for a in rest) or _keyword(call, "dim") is not None
+        # Anything but dtype/keepdim/out may name dimensions: `dim=`, numpy's `axis=`, `**kw`.
+        has_dim = any(a.star or a.keyword is None or a.keyword.value not in _NON_DIM_KEYWORDS for a in rest) or \
+            any(_keyword(call, name) is not None for name in ("dim", "axis"))
         differentiable = member not in api.NON_DIFFERENTIABLE_REDUCTIONS
         keepdim = _keyword(call, "keepdim")
         if member in ("max", "min", "median", "mode") and has_dim:
