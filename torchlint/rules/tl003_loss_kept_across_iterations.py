@@ -96,7 +96,7 @@ accumulator becomes a Python float instead of a tensor.
         loop = loops[0]
         root = _root_name(container)
         if root is not None and root.value != "self":
-            if _reset_every_iteration(sem, loop, root, statement):
+            if _reset_every_iteration(sem, loop, root, statement, kind):
                 return  # a fresh container every iteration
             if not training.backward_calls_under(sem, loop.body):
                 use = _graph_use(sem, root, node)
@@ -168,20 +168,24 @@ def _root_name(expr: cst.BaseExpression) -> Optional[cst.Name]:
     return expr if isinstance(expr, cst.Name) else None
 
 
-def _reset_every_iteration(sem, loop: cst.CSTNode, name: cst.Name, growth: cst.CSTNode) -> bool:
-    """Whether every definition of `name` that reaches `growth` is made in this iteration of
-    `loop` before it: then nothing grows from one iteration to the next. A reset on some
-    iterations only (`if i % k == 0: running = 0`) leaves the previous iteration's value
-    reaching, and the graph keeps growing between resets."""
+def _reset_every_iteration(sem, loop: cst.CSTNode, name: cst.Name, growth: cst.CSTNode, kind: str) -> bool:
+    """Whether nothing grown in an earlier iteration reaches `growth`.
+
+    A sum (`acc += t`) is rebound by every growth, so it is enough that every definition of
+    `acc` reaching it is a fresh value (`acc = 0` before the loop, a reset at the top of the
+    iteration or at its end on every path) and none an accumulation (`acc += t`, `acc = acc +
+    t`, this growth itself through the loop's back edge). A list grows in place, so only a
+    fresh list made in this iteration before the append clears it. A reset on some iterations
+    only (`if i % k == 0: acc = 0`) lets the previous iteration's value reach: still growing."""
     definitions = sem.values.flow.reaching_at(growth, name.value)
     if not definitions:
         return False
     for definition in definitions:
-        node = definition.target if definition.target is not None else definition.statement
-        if definition.statement is growth or not sem.index.contains(loop.body, node):
-            return False
-        if definition.kind == "augassign":
+        if definition.statement is growth or definition.kind == "augassign":
             return False  # `acc += t` carried over from the previous iteration
+        node = definition.target if definition.target is not None else definition.statement
+        if kind == "append" and not sem.index.contains(loop.body, node):
+            return False  # the list made before the loop is appended to in every iteration
         value = definition.value
         if value is not None and _mentions(sem, value, name.value):
             return False  # `acc = acc + t` grows, it does not reset

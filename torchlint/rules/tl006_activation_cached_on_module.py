@@ -62,7 +62,10 @@ class LM(nn.Module):
 The fix appends `.detach()` to the stored value (`self.f = t` becomes `self.f = t.detach()`, also
 for `self.f[k] = t` and `self.f.append(t)`) and is unsafe: code that deliberately backpropagates
 through the cached tensor (truncated BPTT across calls, a loss on a stored attention map) stops
-receiving gradients. There is no fix for tuple targets (`out, self.h = self.rnn(x)`).
+receiving gradients. There is no fix for tuple targets (`out, self.h = self.rnn(x)`), nor where
+the same `forward` reads the attribute again after storing it (`self.attn = softmax(s); return
+self.attn @ v`): the output is computed from the stored tensor, and detaching it would stop the
+gradient of everything before it.
 
 The tensor may come from a same-file helper (`self.attn = masked_softmax(scores, lens)`) or be
 one element of a tuple target (`Y, self.state = self.rnn(X, state)`, where `self.rnn` is a
@@ -107,7 +110,8 @@ unknown).
                 if value is not None and _restores(value, attribute):
                     continue  # `self.m = self.m.to(x.device)`: its graph was stored where it was made
                 whole = value if value is not None else node.value
-                self._report(element, attribute, whole, value is not None and len(targets) == 1, ctx)
+                fixable = value is not None and len(targets) == 1 and not _read_later_in_forward(sem, attribute)
+                self._report(element, attribute, whole, fixable, ctx)
 
     def _check_append(self, call: cst.Call, ctx: RuleContext) -> None:
         func = call.func
@@ -122,7 +126,7 @@ unknown).
         if not autograd.caches_graph(stored) or _loss_for_backward(sem, stored, attribute) \
                 or _fills_inference_cache(sem, call):
             return
-        self._report(call, attribute, value, True, ctx, appended=True)
+        self._report(call, attribute, value, not _read_later_in_forward(sem, attribute), ctx, appended=True)
 
     def _report(self, node, attribute: cst.Attribute, value, fixable: bool, ctx: RuleContext,
                 appended: bool = False) -> None:
@@ -131,12 +135,17 @@ unknown).
         if appended:
             what = f"`self.{name}.append({shown})` in `forward` keeps every call's autograd graph alive"
             advice = f"append `{_detached_text(ctx.code(value), value)}`"
+            if not fixable:
+                advice += f" and compute this forward's output from the local value, not from `self.{name}`"
         elif fixable:
             what = f"`{ctx.short(node, 40)} = {shown}` in `forward` keeps this call's autograd graph alive"
             advice = f"store `{_detached_text(ctx.code(value), value)}`"
         else:
             what = f"`self.{name}`, assigned from `{shown}` in `forward`, keeps this call's autograd graph alive"
             advice = "detach it before storing it on the module"
+            if _read_later_in_forward(ctx.semantic, attribute):
+                advice = (f"keep the tensor in a local variable for this forward's output and store "
+                          f"its `.detach()` in `self.{name}`")
         message = (
             f"{what} on the module (memory is not freed; a later backward through it fails with 'Trying "
             f"to backward through the graph a second time'); {advice}"
@@ -161,6 +170,22 @@ def _loss_for_backward(sem, stored, attribute: cst.Attribute) -> bool:
         if read.attr.value != name or read is attribute or autograd.is_store(sem, read):
             continue
         if training.flows_into_backward(sem, read):
+            return True
+    return False
+
+
+def _read_later_in_forward(sem, attribute: cst.Attribute) -> bool:
+    """Whether the same `forward` reads `self.<name>` again after storing it
+    (`self.attn = softmax(s); return self.attn @ v`): its output is computed from the stored
+    tensor, so detaching the store would cut the gradient of everything before it. No fix then."""
+    function = sem.function_of(attribute)
+    name = attribute.attr.value
+    here = sem.index.order[attribute]
+    for read in sem.index.nodes(cst.Attribute):
+        if read.attr.value != name or read is attribute or autograd.self_attribute(read) is None:
+            continue
+        if sem.index.order[read] > here and sem.function_of(read) is function and \
+                not autograd.is_store(sem, read):
             return True
     return False
 
