@@ -179,11 +179,13 @@ def _read_later_in_forward(sem, attribute: cst.Attribute) -> bool:
     (`self.attn = softmax(s); return self.attn @ v`): its output is computed from the stored
     tensor, so detaching the store would cut the gradient of everything before it. No fix then."""
     function = sem.function_of(attribute)
+    statement = next((a for a in sem.ancestors(attribute)
+                      if isinstance(a, (cst.BaseSmallStatement, cst.BaseCompoundStatement))), attribute)
     name = attribute.attr.value
     here = sem.index.order[attribute]
     for read in sem.index.nodes(cst.Attribute):
-        if read.attr.value != name or read is attribute or autograd.self_attribute(read) is None:
-            continue
+        if read.attr.value != name or autograd.self_attribute(read) is None or sem.index.contains(statement, read):
+            continue  # `Y, self.m = bn(X, self.m)` reads the old value before the store
         if sem.index.order[read] > here and sem.function_of(read) is function and \
                 not autograd.is_store(sem, read):
             return True
