@@ -83,10 +83,16 @@ def is_framework_hook(name: str) -> bool:
     return bool(_FRAMEWORK_HOOK.search(name.lower()))
 
 
+_LIBRARIES_WITH_EVAL = ("torch.", "numpy.", "pandas.", "tensorflow.", "jax.", "sympy.", "builtins.")
+
+
 def is_eval_mode_call(sem: Semantic, call: cst.CSTNode) -> bool:
     """`x.eval()` (no arguments) or `x.train(False)` / `x.train(mode=False)`."""
     if method_call(call, "eval") and not call.args:
-        return sem.qualified_name(call.func) is None  # not builtins/`torch.eval`-like names
+        # not a library's function named `eval`; a user's own module imported and then shadowed
+        # by its instance (`import model; model = model.RNNModel(...)`) still names a model
+        qualified = sem.qualified_name(call.func)
+        return qualified is None or not qualified.startswith(_LIBRARIES_WITH_EVAL)
     if method_call(call, "train") and call.args:
         value = call.args[0].value
         return isinstance(value, cst.Name) and value.value == "False"

@@ -164,8 +164,7 @@ class TorchSemantics:
         if len(parts) == 3 and parts[1] == "optim" and api.is_optimizer_class(qualified):
             owners = None
             if args:
-                params = self.value(args[0], frame)
-                owners = _owners(params)
+                owners = self._parameter_owners(args[0], frame)
             return Value(OPTIMIZER, AG_NONE, site=call, detail=owners)
         if api.is_scheduler_class(qualified):
             return Value(SCHEDULER, AG_NONE, site=call)
@@ -385,6 +384,26 @@ class TorchSemantics:
                 autograd = AG_GRAPH
         return Value(LOSS, autograd, LAYOUT_CONTIGUOUS, shape=() if scalar else None,
                      device=_common_device(tensors), site=call)
+
+    def _parameter_owners(self, expr: cst.BaseExpression, frame) -> Optional[frozenset]:
+        """The modules whose parameters an optimizer's first argument holds: `G.parameters()`,
+        and the union over `itertools.chain(G.parameters(), E.parameters())` or
+        `list(G.parameters()) + list(E.parameters())` (None when any part is unknown)."""
+        parts: Optional[List[cst.BaseExpression]] = None
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Add:
+            parts = [expr.left, expr.right]
+        elif type(expr) is cst.Call and self.sem.qualified_name(expr.func) == "itertools.chain" and \
+                expr.args and all(a.keyword is None and not a.star for a in expr.args):
+            parts = [a.value for a in expr.args]
+        if parts is None:
+            return _owners(self.value(expr, frame))
+        owners: frozenset = frozenset()
+        for part in parts:
+            found = self._parameter_owners(part, frame)
+            if found is None:
+                return None
+            owners |= found
+        return owners
 
     def _reduction(self, tensor: Value, member: str, call: cst.Call, rest: Sequence[cst.Arg], frame) -> Value:
         # Anything but dtype/keepdim/out may name dimensions: `dim=`, numpy's `axis=`, `**kw`.

@@ -131,10 +131,16 @@ def is_closure_step(sem: "Semantic", call: cst.CSTNode) -> bool:
 
 def manual_update(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.BaseExpression]:
     """A hand-written SGD step: `p.data -= lr * p.grad`, `p -= lr * p.grad` (under no_grad),
-    `p.data.add_(p.grad, alpha=-lr)`, with `p` a parameter. Returns `p`."""
+    `p.data = p.data - lr * p.grad`, `p.data.add_(p.grad, alpha=-lr)`, `p.copy_(p - lr * p.grad)`,
+    with `p` a parameter. Returns `p`."""
     if isinstance(node, cst.AugAssign):
         target, update = node.target, node.value
-    elif method_call(node, "add_", "sub_") and node.args:
+    elif isinstance(node, cst.Assign):
+        if len(node.targets) != 1 or not (isinstance(node.targets[0].target, cst.Attribute)
+                                          and node.targets[0].target.attr.value == "data"):
+            return None
+        target, update = node.targets[0].target, node.value
+    elif method_call(node, "add_", "sub_", "copy_") and node.args:
         target, update = node.func.value, node
     else:
         return None

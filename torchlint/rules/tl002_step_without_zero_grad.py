@@ -19,7 +19,7 @@ class StepWithoutZeroGrad(Rule):
     summary = "Optimizer step in a loop that never clears gradients (they accumulate)"
     fix_availability = "sometimes"
     triggers = ("step", ".grad")
-    node_types = (cst.Call, cst.AugAssign)
+    node_types = (cst.Call, cst.AugAssign, cst.Assign)
     confirmation_module = "tl002"
     docs = """
 ## What it does

@@ -29,7 +29,9 @@ class PartialDeviceMove(Rule):
 Flags a device move (`.cuda()`, `.cpu()`, `.to(device)`; not `.to(dtype)` or `.half()`) that
 moves a submodule alone:
 - inside an `nn.Module.__init__`: `self.head = nn.Linear(...).to(device)`, `self.sub.cuda()`,
-  while other submodules or parameters of the same module stay where they were built;
+  while other submodules or parameters of the same module stay where they were built, and a
+  layer moved inside a container beside a layer with parameters that is not
+  (`nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2).to(device))`);
 - anywhere: `model.encoder.cpu()` / `model.encoder = model.encoder.to(dev)` where `model` is a
   module of this file and the whole `model` is not moved after it in the same function;
 - a submodule assigned after the whole model was moved in the same function:
@@ -114,6 +116,8 @@ model parallelism (submodules moved to two or more different devices).
                     "devices — build it unmoved and move the whole model (`model.to(device)`)",
                 )
             return
+        if owner == "self" and isinstance(value, cst.Call) and sem.is_module_method(node, "__init__"):
+            self._check_container_parts(node, value, ctx, sem)
         # a new submodule after the whole owner was moved
         if not isinstance(value, cst.Call):
             return
@@ -133,6 +137,24 @@ model parallelism (submodules moved to two or more different devices).
             f"`{ctx.short(target, 40)}` is assigned a new `{ctx.short(value.func, 30)}` after "
             f"`{ctx.short(earlier[-1], 40)}`; the new layer stays on the CPU — move `{owner}` after "
             "replacing it, or build the layer on the device",
+        )
+
+    # -- `self.net = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 2).to(device))` in __init__ ------
+    def _check_container_parts(self, node: cst.Assign, value: cst.Call, ctx: RuleContext, sem: Semantic) -> None:
+        if not sem.is_torch(value, "torch.nn.Sequential", "torch.nn.ModuleList"):
+            return
+        parts = [a.value for a in value.args if a.keyword is None and not a.star]
+        if len(parts) == 1 and isinstance(parts[0], (cst.List, cst.Tuple)):
+            parts = [e.value for e in parts[0].elements if isinstance(e, cst.Element)]
+        moved = [p for p in parts if devices.is_device_move(sem, p) and _is_module(sem, _strip_moves(p.func.value, sem))]
+        behind = [p for p in parts if not devices.is_device_move(sem, p) and sem.values.stays_behind(sem.values.of(p))]
+        if not moved or not behind or self._init_moves_consistently(node, sem):
+            return  # `nn.Sequential(nn.Dropout(0.2), nn.Linear(a, b).to(device))` leaves nothing behind
+        ctx.report(
+            moved[0].func.attr,
+            f"`{ctx.short(moved[0], 40)}` moves one layer of `self.{node.targets[0].target.attr.value}` "
+            f"while `{ctx.short(behind[0], 30)}` in the same container stays where it was built; "
+            "forward will mix devices — build the layers unmoved and move the whole model (`model.to(device)`)",
         )
 
     # -- `self.sub.cuda()` in __init__; `model.sub.to(dev)` -------------------------------------

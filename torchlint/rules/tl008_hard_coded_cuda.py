@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import device_guards
 from torchlint.analysis.value import CRITERION, MODULE, TENSOR_KINDS
-from torchlint.analysis.semantic import Semantic
+from torchlint.analysis.semantic import Semantic, method_call
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -87,7 +87,7 @@ scope, and none for the legacy `torch.cuda.*Tensor` types.
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic
         hard = device_guards.hard_coded_cuda(sem, node)
-        if hard is None:
+        if hard is None or _moves_nothing(sem, node):
             return
         choice = _device_choice(sem, node)
         if choice is None:
@@ -107,6 +107,22 @@ scope, and none for the legacy `torch.cuda.*Tensor` types.
             f"not compiled with CUDA enabled` — {advice}",
             fix,
         )
+
+
+def _moves_nothing(sem: Semantic, node: cst.CSTNode) -> bool:
+    """`nn.CrossEntropyLoss().cuda()`: a torch loss built without a weight has no parameters or
+    buffers, so `.cuda()` touches no CUDA and works on a machine without a GPU (checked on
+    torch 2.13)."""
+    if not (isinstance(node, cst.Call) and method_call(node, "cuda", "to")):
+        return False
+    value = sem.values.of(node.func.value)
+    site = value.site
+    if value.kind != CRITERION or not isinstance(site, cst.Call):
+        return False
+    if not (sem.qualified_name(site.func) or "").startswith("torch.nn."):
+        return False
+    return all(a.keyword is not None and not a.star and a.keyword.value not in ("weight", "pos_weight")
+               for a in site.args)
 
 
 def _device_choice(sem: Semantic, node: cst.CSTNode) -> Optional[cst.CSTNode]:

@@ -85,7 +85,8 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
             return
         if sem.is_expression_statement(node) or _detached_at_once(sem, node):
             return  # run for its side effects, or `model(x).detach()`: the graph dies at once
-        if isinstance(func, cst.Attribute) and func.attr.value != "forward" and sem.values.of(func).kind != MODULE:
+        if isinstance(func, cst.Attribute) and func.attr.value != "forward" and sem.values.of(func).kind != MODULE \
+                and not _switched_to_eval_here(sem, func, node):
             return  # `net.eval()`, `model.detect_objects(...)`, `rnn.init_hidden(n)`: a method, not a forward
         loop = _evaluation_loop(sem, loops)
         if loop is None:
@@ -140,6 +141,17 @@ def _evaluation_reason(sem: Semantic, call: cst.Call, func, loop, scope) -> Opti
         if model.kind == MODULE or (model.role == "model" and sem.imports_torch):
             return f"in `{scope.name.value}()`"
     return None
+
+
+def _switched_to_eval_here(sem: Semantic, func: cst.Attribute, call: cst.Call) -> bool:
+    """`self.model.eval()` earlier in the same function shows that `self.model` (set by a base
+    class this file cannot see) is a module, when nothing says otherwise."""
+    if sem.values.of(func).kind not in (UNKNOWN, INPUT):
+        return False
+    scope = evaluation.scope_body(sem, call)
+    return any(evaluation.same_spelling(receiver, func) and evaluation.before(sem, receiver, call)
+               and evaluation.scope_body(sem, receiver) is scope
+               for receiver in evaluation.eval_mode_receivers(sem, scope))
 
 
 def _same_or_part_of(receiver: cst.CSTNode, func: cst.CSTNode) -> bool:
