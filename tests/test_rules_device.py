@@ -433,6 +433,30 @@ def test_guard_found_through_any_number_of_callers_and_recursion_ends():
     assert not device_guards.guarded_by_device_condition(sem, second)  # only calls itself
 
 
+def test_callers_fixpoint_asks_each_call_once(monkeypatch):
+    # Every `__init__` "calls" every other through `super().__init__()`: a dense cycle of
+    # same-named functions, which a search that re-asks callers explores exponentially.
+    classes = "".join(f"""
+        class Block{i}(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4).cuda()
+        """ for i in range(40))
+    sem = model("""\
+        import torch
+        import torch.nn as nn
+        use_cuda = torch.cuda.is_available()
+        """ + classes)
+    asked = []
+    original = device_guards._guarded_here
+    monkeypatch.setattr(device_guards, "_guarded_here", lambda s, n: asked.append(n) or original(s, n))
+    moves = [c for c in sem.index.nodes(cst.Call) if device_guards.hard_coded_cuda(sem, c)]
+    assert len(moves) == 40
+    assert not any(device_guards.guarded_by_device_condition(sem, c) for c in moves)
+    calls = len(list(sem.index.nodes(cst.Call)))
+    assert len(asked) <= 2 * calls
+
+
 @pytest.mark.parametrize("imports, moved", [
     ("import lightning as L", True),
     ("import pytorch_lightning as pl", True),

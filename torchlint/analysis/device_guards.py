@@ -399,76 +399,90 @@ def guarded_by_device_condition(sem: "Semantic", node: cst.CSTNode) -> bool:
     / `if args.cuda:` (either branch), `x.cuda() if use_cuda else x`, `use_cuda and x.cuda()`,
     `with torch.cuda.device(i):`, a `try` with handlers, after `assert torch.cuda.is_available()`
     or `if not use_gpu: return`, in a function decorated with a CUDA skip, or in a function that
-    some same-file caller calls under such a condition."""
+    some same-file caller calls under such a condition (callers of callers, however many)."""
+    guarded, functions = _guarded_here(sem, node)
+    return guarded or _some_function_in(functions, functions_called_where(sem, "device_guard", _guarded_here))
+
+
+def _guarded_here(sem: "Semantic", node: cst.CSTNode) -> Tuple[bool, List[cst.FunctionDef]]:
+    """Whether the code around `node`, up to the module, guards it; else the functions it is in."""
+    functions: List[cst.FunctionDef] = []
     child = node
     for ancestor in sem.ancestors(node):
         if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)):
             if child is not ancestor.test and _is_guard_condition(sem, ancestor.test):
-                return True
+                return True, []
         elif isinstance(ancestor, cst.BooleanOperation):
             if child is ancestor.right and _is_guard_condition(sem, ancestor.left):
-                return True
+                return True, []
         elif isinstance(ancestor, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             comp: Optional[cst.CompFor] = ancestor.for_in
             while comp is not None:
                 if any(_is_guard_condition(sem, clause.test) for clause in comp.ifs):
-                    return True
+                    return True, []
                 comp = comp.inner_for_in
         elif isinstance(ancestor, cst.With):
             if child is ancestor.body and any(_is_guard_condition(sem, i.item) for i in ancestor.items):
-                return True
+                return True, []
         elif isinstance(ancestor, cst.Try):
             if child is ancestor.body and ancestor.handlers:
-                return True
+                return True, []
         elif isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
             if any(_is_guard_condition(sem, d.decorator) for d in ancestor.decorators):
-                return True
-            if isinstance(ancestor, cst.FunctionDef) and called_where(
-                    sem, ancestor, "device_guard", lambda call: guarded_by_device_condition(sem, call)):
-                return True
+                return True, []
+            if isinstance(ancestor, cst.FunctionDef):
+                functions.append(ancestor)
         if isinstance(ancestor, (cst.IndentedBlock, cst.Module)) and _guarded_by_earlier_exit(sem, child, ancestor):
-            return True
+            return True, []
         child = ancestor
-    return False
+    return False, functions
 
 
-def _same_file_calls(sem: "Semantic", function: cst.FunctionDef) -> List[cst.Call]:
-    """Calls spelled like `function` (`f(...)`, `obj.f(...)`) outside it."""
-    def compute() -> List[cst.Call]:
-        name = function.name.value
-        found = []
+def _some_function_in(functions: List[cst.FunctionDef], found: Set[int]) -> bool:
+    return any(id(function) in found for function in functions)
+
+
+def functions_called_where(sem: "Semantic", fact: str,
+                           holds_here: Callable[["Semantic", cst.CSTNode], Tuple[bool, List[cst.FunctionDef]]]
+                           ) -> Set[int]:
+    """The functions (by id) that some same-file call (`f(...)`, `obj.f(...)`, outside `f`)
+    runs where `fact` holds: where `holds_here` says so, or inside a function already found. A
+    least fixpoint over the file's call graph, computed once per fact: each round adds the
+    functions that a found place calls, so recursion and mutual calls end, in at most as many
+    rounds as there are functions."""
+    def compute() -> Set[int]:
+        calls_by_name: dict = {}
         for call in sem.index.nodes(cst.Call):
             func = call.func
-            spelled = func.value if isinstance(func, cst.Name) else (
-                func.attr.value if isinstance(func, cst.Attribute) else None)
-            if spelled == name and not sem.index.contains(function, call):
-                found.append(call)
+            spelled = func.value if type(func) is cst.Name else (
+                func.attr.value if type(func) is cst.Attribute else None)
+            if spelled is not None:
+                calls_by_name.setdefault(spelled, []).append(call)
+        places: dict = {}
+        pending = []
+        for function in sem.index.nodes(cst.FunctionDef):
+            calls = [c for c in calls_by_name.get(function.name.value, ()) if not sem.index.contains(function, c)]
+            if calls:
+                pending.append((function, calls))
+        found: Set[int] = set()
+        changed = True
+        while changed:
+            changed = False
+            still = []
+            for function, calls in pending:
+                for call in calls:
+                    if id(call) not in places:
+                        places[id(call)] = holds_here(sem, call)
+                    holds, around = places[id(call)]
+                    if holds or _some_function_in(around, found):
+                        found.add(id(function))
+                        changed = True
+                        break
+                else:
+                    still.append((function, calls))
+            pending = still
         return found
-    return cached(sem, ("calls_of", function), compute)
-
-
-def called_where(sem: "Semantic", function: cst.FunctionDef, fact: str,
-                 holds_at: Callable[[cst.Call], bool]) -> bool:
-    """Whether some same-file call of `function` is at a place where `holds_at` (which may ask
-    this again for the function around that call: callers of callers, to any depth). A call
-    chain that comes back to a function being asked adds nothing (least fixpoint); a "no" that
-    met such a cycle is not kept, since the function it passed through was not finished."""
-    answers = cached(sem, ("called_where", fact), dict)
-    if function in answers:
-        return answers[function]
-    asking = cached(sem, ("called_where_asking", fact), lambda: {"open": set(), "cycles": 0})
-    if function in asking["open"]:
-        asking["cycles"] += 1
-        return False
-    cycles_before = asking["cycles"]
-    asking["open"].add(function)
-    try:
-        answer = any(holds_at(call) for call in _same_file_calls(sem, function))
-    finally:
-        asking["open"].discard(function)
-    if answer or asking["cycles"] == cycles_before:
-        answers[function] = answer
-    return answer
+    return cached(sem, ("functions_called_where", fact), compute)
 
 
 def in_device_helper(sem: "Semantic", node: cst.CSTNode) -> bool:
@@ -537,21 +551,26 @@ def may_run_under_autocast(sem: "Semantic", node: cst.CSTNode) -> bool:
     """Whether `node` may run under autocast: inside `torch.autocast(...)` /
     `torch.cuda.amp.autocast()` (block or decorator), inside any `with` whose context manager is
     not known to leave dtypes alone (`with ctx:`), or in a function some same-file caller calls
-    that way."""
+    that way (callers of callers, however many)."""
+    inside, functions = _autocast_here(sem, node)
+    return inside or _some_function_in(functions, functions_called_where(sem, "autocast", _autocast_here))
+
+
+def _autocast_here(sem: "Semantic", node: cst.CSTNode) -> Tuple[bool, List[cst.FunctionDef]]:
+    functions: List[cst.FunctionDef] = []
     child = node
     for ancestor in sem.ancestors(node):
         if isinstance(ancestor, cst.With) and child is ancestor.body:
             if not all(_is_dtype_neutral_context(sem, i.item) for i in ancestor.items):
-                return True
+                return True, []
         elif isinstance(ancestor, cst.FunctionDef):
             for decorator in ancestor.decorators:
                 text = _text(sem, decorator.decorator)
                 if "autocast" in text or "amp" in text:
-                    return True
-            if called_where(sem, ancestor, "autocast", lambda call: may_run_under_autocast(sem, call)):
-                return True
+                    return True, []
+            functions.append(ancestor)
         child = ancestor
-    return False
+    return False, functions
 
 
 __all__ = [

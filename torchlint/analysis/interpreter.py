@@ -429,7 +429,7 @@ class Values(TorchSemantics):
 
     def dominates(self, statement: Optional[cst.CSTNode], node: cst.CSTNode) -> bool:
         """Whether `statement` certainly runs before `node` each time `node` runs: it stands
-        earlier in a block that holds `node` (at any depth, in the same function)."""
+        earlier in a block that holds `node` (however deeply nested, in the same function)."""
         if statement is None:
             return False
         parent_of = self.index.parent
