@@ -83,6 +83,9 @@ would have to change too), or for `upsample_bilinear` called with `*args`/`**kwa
 """
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
+        spelled = node.attr.value if type(node) is cst.Attribute else node.value
+        if spelled not in _INIT_NAMES and spelled not in _UPSAMPLE:
+            return  # the last part of the name is spelled out: no resolving for other names
         if not _is_called(node, ctx):
             return  # a reference (`ignored = {F.upsample, ...}`) neither warns nor may be renamed
         name = ctx.semantic.qualified_name(node)
