@@ -7,7 +7,7 @@ requiring grad, an optimizer or a module, the answer is "no", so that rules stay
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Dict, Iterator, List, Optional, Set
+from typing import Callable, Dict, Iterator, List, Optional, Set
 
 import libcst as cst
 
@@ -297,25 +297,31 @@ class Semantic:
         """Classes that subclass `torch.nn.Module`, directly, through an alias, or through
         another class of this file."""
         if self._module_classes is None:
-            found: Set[cst.ClassDef] = set()
-            classes = self.index.nodes(cst.ClassDef)
-            by_name = {c.name.value: c for c in classes}
-            changed = True
-            while changed:
-                changed = False
-                for klass in classes:
-                    if klass in found:
-                        continue
-                    for arg in klass.bases:
-                        base = arg.value
-                        local = by_name.get(base.value) if isinstance(base, cst.Name) else None
-                        if (local is not None and local in found) or self._is_module_base(base):
-                            found.add(klass)
-                            changed = True
-                            break
+            found = self.classes_deriving(self._is_module_base)
             self._module_classes = found
             self._module_class_ids = frozenset(id(c) for c in found)
         return self._module_classes
+
+    def classes_deriving(self, is_base: Callable[[cst.BaseExpression], bool]) -> Set[cst.ClassDef]:
+        """Classes of this file with a base for which `is_base` holds, or a base that is such a
+        class of this file (to any depth: a fixpoint over the file's classes)."""
+        found: Set[cst.ClassDef] = set()
+        classes = self.index.nodes(cst.ClassDef)
+        by_name = {c.name.value: c for c in classes}
+        changed = True
+        while changed:
+            changed = False
+            for klass in classes:
+                if klass in found:
+                    continue
+                for arg in klass.bases:
+                    base = arg.value
+                    local = by_name.get(base.value) if isinstance(base, cst.Name) else None
+                    if (local is not None and local in found) or is_base(base):
+                        found.add(klass)
+                        changed = True
+                        break
+        return found
 
     def is_module_class(self, klass: Optional[cst.CSTNode]) -> bool:
         """Whether `klass` is one of `module_classes()` (by identity: no node hashing)."""

@@ -111,21 +111,7 @@ def _function_classes(sem) -> Set[cst.ClassDef]:
     cached = sem.__dict__.get("_legacy_autograd_functions")
     if cached is not None:
         return cached
-    found: Set[cst.ClassDef] = set()
-    classes = sem.index.nodes(cst.ClassDef)
-    by_name = {klass.name.value: klass for klass in classes}
-    changed = True
-    while changed:
-        changed = False
-        for klass in classes:
-            if klass in found:
-                continue
-            for arg in klass.bases:
-                local = by_name.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
-                if (local is not None and local in found) or sem.is_torch(arg.value, *_FUNCTION_BASES):
-                    found.add(klass)
-                    changed = True
-                    break
+    found = sem.classes_deriving(lambda base: sem.is_torch(base, *_FUNCTION_BASES))
     sem.__dict__["_legacy_autograd_functions"] = found
     return found
 
