@@ -205,15 +205,15 @@ def _entirely_frozen(sem: Semantic, func: cst.BaseExpression, model) -> bool:
     for call in sem.index.nodes(cst.Call):
         if method_call(call, "requires_grad_") and call.args and not is_true(call.args[0].value):
             receiver = call.func.value
-            if evaluation.same_spelling(receiver, func) or (
+            if (evaluation.same_spelling(receiver, func) and sem.function_of(call) is sem.function_of(func)) or (
                     wanted is not None and identity(sem.values.of(receiver)) is wanted):
-                return True
+                return not _trainable_part_added_after(sem, receiver, call)
     for loop in sem.index.nodes(cst.For):
         iterable = loop.iter
         if not (method_call(iterable, "parameters") and isinstance(loop.target, cst.Name)):
             continue
         owner = iterable.func.value
-        if not (evaluation.same_spelling(owner, func) or (
+        if not ((evaluation.same_spelling(owner, func) and sem.function_of(loop) is sem.function_of(func)) or (
                 wanted is not None and identity(sem.values.of(owner)) is wanted)):
             continue
         for statement in loop.body.body:
@@ -223,5 +223,22 @@ def _entirely_frozen(sem: Semantic, func: cst.BaseExpression, model) -> bool:
                             isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
                             and isinstance(t.target.value, cst.Name) and t.target.value.value == loop.target.value
                             for t in small.targets) and not is_true(small.value):
-                        return True
+                        return not _trainable_part_added_after(sem, owner, loop)
+    return False
+
+
+def _trainable_part_added_after(sem: Semantic, owner: cst.BaseExpression, freeze: cst.CSTNode) -> bool:
+    """`model.fc = nn.Linear(512, 2)` after the freeze, in the same scope: the new head has
+    parameters that require grad, so the model is no longer entirely frozen."""
+    scope = sem.function_of(freeze)
+    after = sem.index.order[freeze]
+    for assign in sem.index.nodes(cst.Assign):
+        if sem.index.order[assign] <= after or sem.function_of(assign) is not scope:
+            continue
+        for target in assign.targets:
+            t = target.target
+            if isinstance(t, cst.Attribute) and evaluation.same_spelling(t.value, owner):
+                built = sem.values.of(assign.value)
+                if built.kind == MODULE and not (built.module is not None and built.module.stateless):
+                    return True
     return False
