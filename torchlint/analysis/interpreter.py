@@ -898,7 +898,7 @@ class Values(TorchSemantics):
                 owner_class = owner.module.klass if owner.module is not None else owner.detail
                 if owner_class is None or self.method(owner_class, name) is not function:
                     continue
-                binding = _bind(function, call, skip_self=True)
+                binding = _bind(function, call, skip_self=not self._is_static(function))
             if binding is None:
                 continue
             found.append((call, binding, self.frame_of(call)))
@@ -1396,6 +1396,8 @@ class Values(TorchSemantics):
                       self_value: Optional[Value] = None, arguments: Optional[Sequence[Value]] = None) -> Value:
         """The value a call of the same-file `function` returns, interpreted with the values of
         the arguments it passes."""
+        if self_value is not None and self._is_static(function):
+            self_value = None  # `self._fill(t)` with `@staticmethod def _fill(table)`: `table` is `t`
         binding = _bind(function, call, skip_self=self_value is not None) if arguments is None else None
         args: Dict[int, Value] = {}
         params = _all_params(function)
