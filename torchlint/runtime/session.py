@@ -463,16 +463,21 @@ class Session:
             return self._op(name, True, False, keyword_only=True)
         return None
 
+    def _detect(self, detector: Callable[..., Any], *args: Any) -> None:
+        """Run one detector call with the session's own dispatch off (`busy`); a failure of the
+        detector is an internal error of the run, never the script's."""
+        self.busy = True
+        try:
+            detector(*args)
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+        finally:
+            self.busy = False
+
     def op_failed(self, func: Any, args: tuple, kwargs: dict, error: BaseException) -> None:
         if self.disabled:
             return
-        self.busy = True
-        try:
-            self.failures.op_failed(_op_name(func), args, kwargs, error)
-        except Exception as failure:  # noqa: BLE001
-            self.internal_error(failure)
-        finally:
-            self.busy = False
+        self._detect(self.failures.op_failed, _op_name(func), args, kwargs, error)
 
     def _op(self, name: str, in_place: bool, arithmetic: bool, keyword_only: bool = False):
         def handle(func, args, kwargs):
@@ -480,26 +485,14 @@ class Session:
                 target = args[0]
                 if isinstance(target, torch.Tensor) and ((target.requires_grad and torch.is_grad_enabled())
                                                          or id(target) in self.inplace.input_ids):
-                    self.busy = True
-                    try:
-                        self.inplace.before_write(name, target)
-                    except Exception as error:  # noqa: BLE001
-                        self.internal_error(error)
-                    finally:
-                        self.busy = False
+                    self._detect(self.inplace.before_write, name, target)
             try:
                 output = func(*args, **kwargs)
             except Exception as error:
                 self.op_failed(func, args, kwargs, error)
                 raise
             if arithmetic and self.retention._tracked:
-                self.busy = True
-                try:
-                    self.retention.derived(args, output)
-                except Exception as error:  # noqa: BLE001
-                    self.internal_error(error)
-                finally:
-                    self.busy = False
+                self._detect(self.retention.derived, args, output)
             return output
 
         return handle
@@ -523,13 +516,7 @@ class Session:
             except Exception as error:
                 self.op_failed(func, args, kwargs, error)
                 raise
-            self.busy = True
-            try:
-                self.losses.after_loss(output, site, args)
-            except Exception as error:  # noqa: BLE001
-                self.internal_error(error)
-            finally:
-                self.busy = False
+            self._detect(self.losses.after_loss, output, site, args)
             return output
 
         return handle
@@ -537,13 +524,7 @@ class Session:
     def _backward(self, func, args, kwargs):
         tensor = args[0] if args else None
         if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None and not self.retention.is_tracked(tensor):
-            self.busy = True
-            try:
-                self.retention.track_loss(tensor, self.site())
-            except Exception as error:  # noqa: BLE001
-                self.internal_error(error)
-            finally:
-                self.busy = False
+            self._detect(lambda: self.retention.track_loss(tensor, self.site()))
         try:
             return func(*args, **kwargs)
         except Exception as error:
