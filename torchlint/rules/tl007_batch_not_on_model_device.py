@@ -92,21 +92,11 @@ a prefetcher) is the author's choice.
         move = _model_move(sem, func)
         if move is None or device_state.module_moves_its_inputs(sem, func):
             return
-        for value in device_state.iter_call_arguments(node):
-            found = _unmoved_batch(sem, value, node)
-            if found is None:
-                continue
-            element, spelled = found
-            if _framework_moves_batches(sem, node):
-                return
-            ctx.report(
-                node,
-                f"`{spelled}` comes unmoved from `{ctx.short(element.loader, 30)}` (a CPU batch) but "
+        self._report_unmoved(
+            node, device_state.iter_call_arguments(node), move, ctx,
+            lambda spelled, suggestion: (
                 f"`{ctx.short(func, 30)}` was moved by `{_move_text(ctx, move)}`: forward fails with "
-                f"`Expected all tensors to be on the same device` — move it first: "
-                f"`{_suggested_move(ctx, sem, spelled, move)}`",
-            )
-            return
+                f"`Expected all tensors to be on the same device` — move it first: `{suggestion}`"))
 
     def _check_loss(self, node: cst.Call, ctx: RuleContext, sem: Semantic) -> None:
         arguments = list(device_state.iter_call_arguments(node))
@@ -115,9 +105,18 @@ a prefetcher) is the author's choice.
         if output is None:
             return
         output_expr, (model_call, move) = output
-        for value in arguments:
-            if value is output_expr:
-                continue
+        self._report_unmoved(
+            node, [a for a in arguments if a is not output_expr], move, ctx,
+            lambda spelled, suggestion: (
+                f"`{ctx.short(output_expr, 30)}` is the output of `{ctx.short(model_call.func, 30)}`, moved by "
+                f"`{_move_text(ctx, move)}`: the loss fails with `Expected all tensors to be on the same "
+                f"device` — move it too: `{suggestion}`"))
+
+    def _report_unmoved(self, node: cst.Call, values, move, ctx: RuleContext, consequence) -> None:
+        """Report the first of `values` that is a DataLoader batch nothing moved, unless a
+        framework moves batches itself; `consequence(spelled, suggested move)` ends the message."""
+        sem = ctx.semantic
+        for value in values:
             found = _unmoved_batch(sem, value, node)
             if found is None:
                 continue
@@ -127,9 +126,7 @@ a prefetcher) is the author's choice.
             ctx.report(
                 node,
                 f"`{spelled}` comes unmoved from `{ctx.short(element.loader, 30)}` (a CPU batch) but "
-                f"`{ctx.short(output_expr, 30)}` is the output of `{ctx.short(model_call.func, 30)}`, moved by "
-                f"`{_move_text(ctx, move)}`: the loss fails with `Expected all tensors to be on the same "
-                f"device` — move it too: `{_suggested_move(ctx, sem, spelled, move)}`",
+                + consequence(spelled, _suggested_move(ctx, sem, spelled, move)),
             )
             return
 
