@@ -177,6 +177,18 @@ class Values(TorchSemantics):
                     return found
         return None
 
+    def is_weightless_torch_loss(self, value: Value) -> bool:
+        """A torch.nn loss built here without a weight (`nn.CrossEntropyLoss()`, no `weight=`,
+        `pos_weight=` nor positional argument, where the weight goes): it has no parameters or
+        buffers, so a device move moves nothing (on torch 2.13 `.cuda()` of it works without CUDA)."""
+        site = value.site
+        if value.kind != CRITERION or type(site) is not cst.Call:
+            return False
+        if not (self.sem.qualified_name(site.func) or "").startswith("torch.nn."):
+            return False
+        return all(a.keyword is not None and not a.star and a.keyword.value not in ("weight", "pos_weight")
+                   for a in site.args)
+
     def stays_behind(self, value: Value) -> bool:
         """A module not moved anywhere that has parameters or buffers to move: not a stateless
         layer (`nn.ReLU`, `nn.Dropout`), nor a container whose parts are all moved or stateless."""

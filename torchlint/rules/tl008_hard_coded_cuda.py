@@ -110,19 +110,10 @@ scope, and none for the legacy `torch.cuda.*Tensor` types.
 
 
 def _moves_nothing(sem: Semantic, node: cst.CSTNode) -> bool:
-    """`nn.CrossEntropyLoss().cuda()`: a torch loss built without a weight has no parameters or
-    buffers, so `.cuda()` touches no CUDA and works on a machine without a GPU (checked on
-    torch 2.13)."""
-    if not (isinstance(node, cst.Call) and method_call(node, "cuda", "to")):
-        return False
-    value = sem.values.of(node.func.value)
-    site = value.site
-    if value.kind != CRITERION or not isinstance(site, cst.Call):
-        return False
-    if not (sem.qualified_name(site.func) or "").startswith("torch.nn."):
-        return False
-    return all(a.keyword is not None and not a.star and a.keyword.value not in ("weight", "pos_weight")
-               for a in site.args)
+    """`nn.CrossEntropyLoss().cuda()`: a weightless torch loss has nothing to move, and the move
+    works on a machine without a GPU."""
+    return isinstance(node, cst.Call) and method_call(node, "cuda", "to") and \
+        sem.values.is_weightless_torch_loss(sem.values.of(node.func.value))
 
 
 def _device_choice(sem: Semantic, node: cst.CSTNode) -> Optional[cst.CSTNode]:
