@@ -401,7 +401,8 @@ def guarded_by_device_condition(sem: "Semantic", node: cst.CSTNode) -> bool:
     or `if not use_gpu: return`, in a function decorated with a CUDA skip, or in a function that
     some same-file caller calls under such a condition (callers of callers, however many)."""
     guarded, functions = _guarded_here(sem, node)
-    return guarded or _some_function_in(functions, functions_called_where(sem, "device_guard", _guarded_here))
+    return guarded or bool(functions) and _some_function_in(
+        functions, functions_called_where(sem, "device_guard", _guarded_here))
 
 
 def _guarded_here(sem: "Semantic", node: cst.CSTNode) -> Tuple[bool, List[cst.FunctionDef]]:
@@ -553,7 +554,8 @@ def may_run_under_autocast(sem: "Semantic", node: cst.CSTNode) -> bool:
     not known to leave dtypes alone (`with ctx:`), or in a function some same-file caller calls
     that way (callers of callers, however many)."""
     inside, functions = _autocast_here(sem, node)
-    return inside or _some_function_in(functions, functions_called_where(sem, "autocast", _autocast_here))
+    return inside or bool(functions) and _some_function_in(
+        functions, functions_called_where(sem, "autocast", _autocast_here))
 
 
 def _autocast_here(sem: "Semantic", node: cst.CSTNode) -> Tuple[bool, List[cst.FunctionDef]]:

@@ -100,7 +100,13 @@ def is_eval_mode_call(sem: Semantic, call: cst.CSTNode) -> bool:
 
 
 def eval_mode_receivers(sem: Semantic, node: cst.CSTNode) -> List[cst.BaseExpression]:
-    return [c.func.value for c in sem.calls_under(node) if is_eval_mode_call(sem, c)]
+    """What `node` (following same-file calls) switches to eval mode; asked for every call in a
+    loop by TL106, so kept per node."""
+    cache = sem.__dict__.setdefault("_eval_mode_receivers", {})
+    found = cache.get(id(node))
+    if found is None:
+        found = cache[id(node)] = [c.func.value for c in sem.calls_under(node) if is_eval_mode_call(sem, c)]
+    return found
 
 
 def same_spelling(a: cst.CSTNode, b: cst.CSTNode) -> bool:

@@ -110,8 +110,7 @@ unknown).
                 if value is not None and _restores(value, attribute):
                     continue  # `self.m = self.m.to(x.device)`: its graph was stored where it was made
                 whole = value if value is not None else node.value
-                fixable = value is not None and len(targets) == 1 and not _read_later_in_forward(sem, attribute)
-                self._report(element, attribute, whole, fixable, ctx)
+                self._report(element, attribute, whole, value is not None and len(targets) == 1, ctx)
 
     def _check_append(self, call: cst.Call, ctx: RuleContext) -> None:
         func = call.func
@@ -126,11 +125,15 @@ unknown).
         if not autograd.caches_graph(stored) or _loss_for_backward(sem, stored, attribute) \
                 or _fills_inference_cache(sem, call):
             return
-        self._report(call, attribute, value, not _read_later_in_forward(sem, attribute), ctx, appended=True)
+        self._report(call, attribute, value, True, ctx, appended=True)
 
-    def _report(self, node, attribute: cst.Attribute, value, fixable: bool, ctx: RuleContext,
+    def _report(self, node, attribute: cst.Attribute, value, whole_value: bool, ctx: RuleContext,
                 appended: bool = False) -> None:
+        """`whole_value`: the store's own value expression is known (not one element of a tuple
+        target), so `.detach()` can be appended to it, unless the forward reads it back."""
         name = attribute.attr.value
+        read_later = _read_later_in_forward(ctx.semantic, attribute)
+        fixable = whole_value and not read_later
         shown = ctx.short(value, 40)
         if appended:
             what = f"`self.{name}.append({shown})` in `forward` keeps every call's autograd graph alive"
@@ -143,7 +146,7 @@ unknown).
         else:
             what = f"`self.{name}`, assigned from `{shown}` in `forward`, keeps this call's autograd graph alive"
             advice = "detach it before storing it on the module"
-            if _read_later_in_forward(ctx.semantic, attribute):
+            if read_later:
                 advice = (f"keep the tensor in a local variable for this forward's output and store "
                           f"its `.detach()` in `self.{name}`")
         message = (
