@@ -14,7 +14,6 @@ parse.
 
 from __future__ import annotations
 
-import io
 import re
 import tokenize
 from dataclasses import dataclass, replace
