@@ -128,6 +128,7 @@ class Cache:
         self.fingerprint = rules_fingerprint or fingerprint()
         self.writable = True
         self._prepared = False
+        self._shards: set = set()  # entry directories known to exist
 
     # keys
     def key(self, data: bytes, codes: Sequence[str], kind: str) -> str:
@@ -179,10 +180,12 @@ class Cache:
             "failed": result.failed,
             "findings": [finding_to_json(f) for f in result.findings],
         }
-        entry = self._entry(key)
+        shard = os.path.join(self.entries, key[:2])
         try:
-            entry.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(entry, json.dumps(payload, separators=(",", ":")).encode())
+            if shard not in self._shards:
+                os.makedirs(shard, exist_ok=True)
+                self._shards.add(shard)
+            _write_entry(shard, f"{key}.json", json.dumps(payload, separators=(",", ":")).encode())
         except OSError:
             self.writable = False
 
@@ -208,6 +211,28 @@ class Cache:
             _atomic_write(self._manifest_path(), json.dumps(payload).encode())
         except OSError:
             self.writable = False
+
+
+def _write_entry(directory: str, name: str, data: bytes) -> None:
+    """`_atomic_write` for a cache entry, cheaper: the temporary name is made of this process's
+    id and the entry's name, unique among live writers, so it needs no random names and retries
+    (a leftover of a dead process with the same id is simply overwritten)."""
+    temporary = os.path.join(directory, f".tmp-{os.getpid()}-{name}")
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view):]
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, os.path.join(directory, name))
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def _atomic_write(target: Path, data: bytes) -> None:

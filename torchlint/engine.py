@@ -12,7 +12,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint import diagnostics, legacy_syntax
+from torchlint import diagnostics, legacy_syntax, parsing
 from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.positions import node_ranges
@@ -43,6 +43,14 @@ def could_match(text: str, rules: Sequence[Rule]) -> bool:
     if not PREFILTER_ENABLED:
         return True
     return could_match_triggers(text, [rule.triggers for rule in rules])
+
+
+def rules_that_could_fire(text: str, rules: Sequence[Rule]) -> Sequence[Rule]:
+    """The rules with a trigger in `text` (all of them when the pre-filter is off): a rule none
+    of whose triggers occurs cannot report, so its matcher is not run on this file either."""
+    if not PREFILTER_ENABLED:
+        return rules
+    return [rule for rule in rules if not rule.triggers or any(trigger in text for trigger in rule.triggers)]
 
 
 # Tests switch this off to prove the pre-filter sound (identical findings with and without it).
@@ -79,11 +87,13 @@ def lint_text(
     suppressions = Suppressions(text) if respect_noqa else None
     if suppressions is not None and suppressions.file_ignored:
         return result
-    if module is None and not could_match(text, rules):
-        if syntax_ok(text):  # no rule can fire; still report a syntax error like any other file
-            return result
-        parsed = parse(text, path)
-        return parsed if isinstance(parsed, FileResult) else result
+    if module is None:
+        rules = rules_that_could_fire(text, rules)
+        if not rules:
+            if syntax_ok(text):  # no rule can fire; still report a syntax error like any other file
+                return result
+            parsed = parse(text, path)
+            return parsed if isinstance(parsed, FileResult) else result
     recovery = None
     if module is None:
         parsed = parse(text, path)
@@ -115,7 +125,7 @@ def parse(text: str, path: str):
     if deep is not None:
         return diagnostics.failure(path, diagnostics.TOO_COMPLEX, deep)
     try:
-        return cst.parse_module(text)
+        return parsing.parse_module(text)
     except cst.ParserSyntaxError as error:
         precise = cpython_syntax_error(text)  # LibCST's native parser points past the error
         if precise is not None:

@@ -18,7 +18,7 @@ from torchlint.analysis import torch_api as api
 from torchlint.analysis.index import iter_children
 from torchlint.analysis.interpreter import GRAD_OFF, GRAD_UNKNOWN
 from torchlint.analysis.scopes import dotted_name
-from torchlint.analysis.semantic import method_call
+from torchlint.analysis.semantic import method_call, method_call_in
 from torchlint.analysis.value import CONTAINER, INPUT, Value
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ VIEW_ATTRIBUTES = api.VIEW_ATTRIBUTES
 def inplace_method(sem: "Semantic", call: cst.CSTNode) -> Optional[str]:
     """The in-place tensor method `call` invokes (`x.add_(y)` -> "add_"), or None. Functions of
     imported modules (`nn.init.zeros_(w)`, `torch.relu_(x)`) do not count."""
-    if not method_call(call, *INPLACE_METHODS):
+    if not method_call_in(call, INPLACE_METHODS):
         return None
     receiver = call.func.value
     if isinstance(receiver, (cst.Name, cst.Attribute)) and sem.qualified_name(receiver) is not None:
@@ -67,7 +67,7 @@ def view_base(expr: cst.BaseExpression) -> cst.BaseExpression:
             expr = expr.value
         elif isinstance(expr, cst.Attribute) and expr.attr.value in VIEW_ATTRIBUTES:
             expr = expr.value
-        elif method_call(expr, *VIEW_METHODS):
+        elif method_call_in(expr, VIEW_METHODS):
             expr = expr.func.value
         else:
             return expr

@@ -21,7 +21,7 @@ import libcst as cst
 from torchlint.analysis import devices, training
 from torchlint.analysis.device_guards import ACCELERATORS, CONFIG_OWNERS, cached, positional, string_value
 from torchlint.analysis.scopes import dotted_name
-from torchlint.analysis.semantic import MODULE_SELF_METHODS, keyword, method_call
+from torchlint.analysis.semantic import MODULE_SELF_METHODS, keyword, method_call, method_call_in
 from torchlint.analysis.torch_api import HALF_DTYPES, LOADERS
 from torchlint.analysis.value import BATCH, CRITERION, HOST, INPUT, LOADER, MODULE, TENSOR_KINDS, UNKNOWN, Value
 
@@ -207,7 +207,7 @@ def model_output_move(sem: "Semantic", expr: cst.BaseExpression) -> Optional[Tup
             if expr is None:
                 return None
             continue
-        if method_call(expr, *_SAME_DEVICE_METHODS):
+        if method_call_in(expr, _SAME_DEVICE_METHODS):
             expr = expr.func.value
         elif isinstance(expr, cst.Subscript):
             expr = expr.value
@@ -404,7 +404,7 @@ def _names_through(sem: "Semantic", expr: cst.BaseExpression) -> Set[str]:
         while True:
             if isinstance(current, cst.Subscript):
                 current = current.value
-            elif method_call(current, *_SAME_DEVICE_METHODS):
+            elif method_call_in(current, _SAME_DEVICE_METHODS):
                 current = current.func.value
             elif isinstance(current, cst.Call) and len(current.args) == 1 and \
                     sem.is_torch(current, "torch.autograd.Variable", "torch.autograd.variable.Variable"):
@@ -555,7 +555,7 @@ def _converted_names(sem: "Semantic") -> Set[str]:
     """Every receiver spelling (`model`, `self.net`) that some call in the file may convert."""
     def compute() -> Set[str]:
         return {dotted_name(c.func.value) for c in sem.index.nodes(cst.Call)
-                if method_call(c, *MODULE_SELF_METHODS) and _converts_dtype(sem, c)} - {None}
+                if method_call_in(c, MODULE_SELF_METHODS) and _converts_dtype(sem, c)} - {None}
     return cached(sem, "converted_names", compute)
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, List, Optional
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.semantic import keyword, method_call
+from torchlint.analysis.semantic import keyword, method_call_in
 
 if TYPE_CHECKING:
     from torchlint.analysis.semantic import Semantic
@@ -125,7 +125,7 @@ def tensor_factories(semantic: "Semantic", expr: cst.BaseExpression) -> Optional
     indexed (`torch.arange(n)[:, None]`), or in arithmetic with numbers or other such tensors
     (`1.0 / (10000 ** (torch.arange(0, d, 2).float() / d))`) — the factory calls; else None."""
     while True:
-        if method_call(expr, *TENSOR_PRESERVING_METHODS) and semantic.qualified_name(expr.func) is None:
+        if method_call_in(expr, TENSOR_PRESERVING_METHODS) and semantic.qualified_name(expr.func) is None:
             expr = expr.func.value
         elif isinstance(expr, cst.Subscript):
             expr = expr.value

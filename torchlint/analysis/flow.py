@@ -102,11 +102,7 @@ class Flow:
         """Whether anything in `node`, nested scopes included, may bind `name`: an assignment, a
         loop, `with` or `except` target, an import, a def or class of that name."""
         index = self.index
-        if not index.mentions(node, name):
-            return False
-        for each in ([node] if type(node) is cst.Name else index.descendants(node, cst.Name)):
-            if each.value != name:
-                continue
+        for each in index.names_under(node, name):
             parent = index.parent.get(each)
             if self.definition_of_store(each) is not None:
                 return True
@@ -310,15 +306,12 @@ class Flow:
     def _stores_under(self, node: cst.CSTNode, name: str, scope: Optional[cst.CSTNode]) -> List[Def]:
         """Definitions of `name` made by Name nodes under `node` in `node`'s own scope (or
         `scope`), in document order."""
-        index = self.index
-        if not index.mentions(node, name):
+        candidates = self.index.names_under(node, name)
+        if not candidates:
             return []
         own = scope if scope is not None else self.scopes.scope_of(node)
         found = []
-        candidates = [node] if type(node) is cst.Name else index.descendants(node, cst.Name)
         for each in candidates:
-            if each.value != name:
-                continue
             definition = self.definition_of_store(each)
             if definition is None:
                 continue

@@ -242,6 +242,19 @@ class Index:
         first = bisect_left(positions, start)
         return first < len(positions) and positions[first] <= self._subtree_end()[start]
 
+    def names_under(self, node: cst.CSTNode, name: str) -> List[cst.Name]:
+        """The `Name` nodes spelled `name` that are `node` or lie under it, in document order."""
+        start = self._number.get(id(node))
+        if start is None:
+            return [each for each in ([node] if type(node) is cst.Name else self._walk_descendants(node, cst.Name))
+                    if each.value == name]
+        positions = self._name_table().get(name)
+        if not positions:
+            return []
+        preorder = self.preorder
+        end = self._subtree_end()[start]
+        return [preorder[position] for position in positions[bisect_left(positions, start):bisect_right(positions, end)]]
+
     def names_spelled(self, name: str) -> List[cst.Name]:
         """Every `Name` node spelled `name`, in document order."""
         preorder = self.preorder

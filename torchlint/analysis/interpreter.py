@@ -106,6 +106,7 @@ class Values(TorchSemantics):
         self._heads: set = set()
         self._generic_frames: Dict[int, Frame] = {}
         self._contexts: Dict[int, set] = {}
+        self._frame_numbers: Dict[tuple, int] = {}
         self._class_writes: Dict[int, Dict[str, list]] = {}
         self._functions_by_name: Optional[Dict[str, List[cst.FunctionDef]]] = None
         self._classes_by_name: Optional[Dict[str, List[cst.ClassDef]]] = None
@@ -870,6 +871,9 @@ class Values(TorchSemantics):
         if grad in (GRAD_INHERITED, GRAD_ON):
             grad = GRAD_INHERITED
         frame = Frame(function, args, grad, caller.nesting + 1)
+        # The full key nests the arguments' value keys; memo keys hash it on every lookup, so a
+        # specific frame is known by a small number instead.
+        frame.key = self._frame_numbers.setdefault(frame.key, len(self._frame_numbers))
         seen = self._contexts.setdefault(id(function), set())
         if frame.key not in seen:
             if len(seen) >= _MAX_CONTEXTS:

@@ -51,6 +51,19 @@ def dotted_name(node: cst.BaseExpression) -> Optional[str]:
     return None
 
 
+_BINDING_STATEMENT: Dict[type, bool] = {}
+
+
+def _ends_binding_search(node_type: type) -> bool:
+    """Whether a node of this type holds a binding's value (a statement, a comprehension's
+    `for`, a walrus). Answered per type: isinstance on LibCST's abstract classes is slow."""
+    found = _BINDING_STATEMENT.get(node_type)
+    if found is None:
+        found = _BINDING_STATEMENT[node_type] = issubclass(
+            node_type, (cst.BaseSmallStatement, cst.BaseCompoundStatement, cst.CompFor, cst.NamedExpr))
+    return found
+
+
 class Scopes:
     def __init__(self, index: Index) -> None:
         self.index = index
@@ -186,9 +199,7 @@ class Scopes:
         """The statement binding `name` and, for `name = value`, the value."""
         parent_of = self.index.parent
         node = parent_of.get(name)
-        while node is not None and not isinstance(node, cst.BaseSmallStatement) and not isinstance(
-            node, (cst.BaseCompoundStatement, cst.CompFor, cst.NamedExpr)
-        ):
+        while node is not None and not _ends_binding_search(type(node)):
             node = parent_of.get(node)
         if node is None:
             return name, None

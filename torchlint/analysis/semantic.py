@@ -48,6 +48,12 @@ def method_call(node: cst.CSTNode, *names: str) -> bool:
     )
 
 
+def method_call_in(node: cst.CSTNode, names) -> bool:
+    """`<x>.name(...)` for a name in the collection `names` (a set: no tuple is built per call,
+    as `method_call(node, *names)` would)."""
+    return type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in names
+
+
 class Semantic:
     """The semantic model of one module: names, scopes, modules, optimizers, grad mode, loops."""
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.semantic import method_call
+from torchlint.analysis.semantic import method_call, method_call_in
 from torchlint.analysis.value import (
     CRITERION, GRAD_SCALER, INPUT, LOSS, MODULE, OPTIMIZER, PARAMETER, UNKNOWN, identity,
 )
@@ -206,7 +206,7 @@ def gradient_clearings(sem: "Semantic", node: cst.CSTNode) -> List[Tuple[cst.CST
                 owners = _owners_of(sem, current.func.value)
             found.append((current, owners))
             continue
-        if method_call(current, *_GRAD_CLEARING_METHODS):
+        if method_call_in(current, _GRAD_CLEARING_METHODS):
             receiver = current.func.value
             if method_call(receiver, "detach") or isinstance(receiver, cst.Attribute) \
                     and receiver.attr.value == "data":
@@ -375,7 +375,7 @@ def backwarded_names(sem: "Semantic", scope: cst.CSTNode) -> Set[str]:
             if sem.scopes.scope_of(call) is not scope:
                 continue
             target = backward_target(sem, call)
-            while method_call(target, *_GRAPH_KEEPING):
+            while method_call_in(target, _GRAPH_KEEPING):
                 target = target.func.value
             if isinstance(target, cst.Name):
                 found.add(target.value)

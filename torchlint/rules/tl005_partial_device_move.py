@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis import devices
 from torchlint.analysis.value import MODULE, PARAMETER
 from torchlint.analysis.scopes import dotted_name
-from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, keyword, method_call
+from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, keyword, method_call_in
 from torchlint.rules.base import Rule, RuleContext
 
 _CPU_TEXTS = {"cpu:", "to:'cpu'", 'to:"cpu"', "to:torch.device('cpu')", 'to:torch.device("cpu")'}
@@ -247,7 +247,7 @@ def _device_text(call: cst.Call, sem: Semantic) -> str:
 
 def _strip_moves(expr: cst.BaseExpression, sem: Semantic) -> cst.BaseExpression:
     while isinstance(expr, cst.Call) and (
-        devices.is_device_move(sem, expr) or method_call(expr, *_DTYPE_CASTS)
+        devices.is_device_move(sem, expr) or method_call_in(expr, _DTYPE_CASTS)
     ):
         expr = expr.func.value
     return expr

@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import devices
 from torchlint.analysis.scopes import dotted_name
-from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, method_call
+from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, method_call, method_call_in
 from torchlint.finding import Applicability
 from torchlint.analysis.value import MODULE, PARAMETER
 from torchlint.rules.base import FixSpec, Rebracket, Replace, Rule, RuleContext
@@ -158,7 +158,7 @@ def _registered_as_attribute(site: cst.Call, sem: Semantic) -> bool:
     """`site` is assigned to a module attribute as it is built (`self.fc = nn.Linear(...)`)."""
     node = site
     parent = sem.parent(node)
-    while method_call(parent, *MODULE_SELF_METHODS) or (isinstance(parent, cst.Attribute) and parent.value is node):
+    while method_call_in(parent, MODULE_SELF_METHODS) or (isinstance(parent, cst.Attribute) and parent.value is node):
         node, parent = parent, sem.parent(parent)
     if isinstance(parent, cst.Assign):
         return any(isinstance(t.target, cst.Attribute) for t in parent.targets)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.semantic import method_call
+from torchlint.analysis.semantic import method_call_in
 from torchlint.analysis.value import NUMBER
 from torchlint.finding import Applicability
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
@@ -141,4 +141,4 @@ def _is_full_reduction(sem, expr: cst.BaseExpression) -> bool:
     if sem.is_torch(expr, *(f"torch.{name}" for name in _TORCH_FULL_REDUCTIONS)):
         needed = 2 if sem.qualified_name(expr.func) in ("torch.dot", "torch.vdot") else 1
         return len(expr.args) - len(keywords) == needed
-    return method_call(expr, *_FULL_REDUCTIONS) and len(keywords) == len(expr.args)
+    return method_call_in(expr, _FULL_REDUCTIONS) and len(keywords) == len(expr.args)
