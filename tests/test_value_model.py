@@ -388,3 +388,37 @@ def test_recursion_terminates():
         probe = f(y, 3)
     """)
     assert value.kind in ("tensor", "unknown")
+
+
+def test_a_cycle_recomputes_only_what_depends_on_it():
+    """`h` is loop-carried (a cycle solved by iteration); `w` is not. Recomputing the cycle must
+    not recompute `w`'s value, and both must come out as before."""
+    semantic = model("""
+        import torch
+        import torch.nn as nn
+        cell = nn.RNNCell(4, 8)
+        w = torch.zeros(8).permute(0)
+        h = torch.zeros(3, 8)
+        for x in xs:
+            scale = w.sum()
+            h = cell(x, h) * scale
+        probe = h
+    """)
+    values = semantic.values
+    evaluated = []
+    original = type(values)._evaluate
+
+    def counting(self, node, frame):
+        evaluated.append(node)
+        return original(self, node, frame)
+
+    type(values)._evaluate = counting
+    try:
+        probe_node = [a for a in semantic.index.nodes(cst.Assign) if a.targets[0].target.value == "probe"][0]
+        value = values.of(probe_node.value)
+    finally:
+        type(values)._evaluate = original
+    assert value.is_tensor and value.autograd in ("graph", "maybe")
+    sums = [node for node in evaluated if isinstance(node, cst.Call) and semantic.source(node) == "w.sum()"]
+    assert len(sums) == 1
+    assert not values._tentative and not values._lows and not values._tentative_at

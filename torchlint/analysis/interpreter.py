@@ -22,7 +22,7 @@ every call of its function).
 
 Cycles (a loop-carried `h = cell(x, h)`, recursive helpers) are solved by iteration: a value that
 depends on itself starts at bottom and is recomputed until it stops changing, then widened to
-unknown if it does not settle.
+unknown if it does not settle. Only what read the cycle's provisional value is recomputed.
 """
 
 from __future__ import annotations
@@ -100,8 +100,10 @@ class Values(TorchSemantics):
         self.scopes = sem.scopes
         self.flow = Flow(sem.index, sem.scopes)
         self._memo: Dict[tuple, Value] = {}
-        self._memo_log: List[tuple] = []
-        self._in_progress: Dict[tuple, int] = {}
+        self._in_progress: Dict[tuple, int] = {}  # key -> its depth in _lows
+        self._lows: List[int] = []
+        self._tentative: Dict[tuple, int] = {}
+        self._tentative_at: List[List[tuple]] = []
         self._provisional: Dict[tuple, Value] = {}
         self._heads: set = set()
         self._generic_frames: Dict[int, Frame] = {}
@@ -248,21 +250,39 @@ class Values(TorchSemantics):
         key = (id(node), frame.key)
         found = self._memo.get(key)
         if found is not None:
+            if self._tentative:
+                self._note_dependency(key)
             return found
         return self._solve(key, lambda: self._evaluate(node, frame))
 
     def _memoized(self, key: tuple, compute) -> Value:
         found = self._memo.get(key)
         if found is not None:
+            if self._tentative:
+                self._note_dependency(key)
             return found
         return self._solve(key, compute)
 
+    # Each value being computed sits at a depth of `_lows`, which holds the lowest depth of an
+    # unfinished value it has read (its own depth when none). A finished value whose low is
+    # below its depth read a provisional value of a cycle still being solved: it is kept as
+    # *tentative* (`_tentative`: key -> that depth; `_tentative_at[depth]`: the keys) and is
+    # dropped when that cycle head is recomputed. Every other finished value is final and
+    # survives the head's iterations, so a cycle recomputes only what depends on it.
     def _solve(self, key: tuple, compute) -> Value:
-        if key in self._in_progress:
+        in_progress = self._in_progress
+        lows = self._lows
+        entered = in_progress.get(key)
+        if entered is not None:
             self._heads.add(key)
+            if entered < lows[-1]:
+                lows[-1] = entered
             return self._provisional.get(key, BOTTOM_VALUE)
-        mark = len(self._memo_log)
-        self._in_progress[key] = mark
+        depth = len(lows)
+        in_progress[key] = depth
+        lows.append(depth)
+        self._tentative_at.append([])
+        finished = False
         try:
             result = compute()
             iterations = 1
@@ -275,23 +295,53 @@ class Values(TorchSemantics):
                     result = UNKNOWN_VALUE
                     break
                 self._provisional[key] = result
-                self._rollback(mark)
+                self._drop_tentative(depth)
                 result = compute()
                 iterations += 1
+            finished = True
         finally:
-            del self._in_progress[key]
+            del in_progress[key]
             self._provisional.pop(key, None)
             self._heads.discard(key)
+            low = lows.pop()
+            waiting = self._tentative_at.pop()
+            if not finished:
+                self._tentative_at.append(waiting)
+                self._drop_tentative(depth)
+                self._tentative_at.pop()
+        tentative = self._tentative
+        if low < depth:
+            # Still depends on an unfinished head below: so do the values that depended on this
+            # one, and the caller.
+            below = self._tentative_at[low]
+            for each in waiting:
+                tentative[each] = low
+                below.append(each)
+            tentative[key] = low
+            below.append(key)
+            if low < lows[-1]:
+                lows[-1] = low
+        else:
+            for each in waiting:
+                del tentative[each]
         self._memo[key] = result
-        self._memo_log.append(key)
         return result
 
-    def _rollback(self, mark: int) -> None:
-        log = self._memo_log
+    def _note_dependency(self, key: tuple) -> None:
+        """A finished value was read: if it is tentative, so is the value being computed."""
+        below = self._tentative.get(key)
+        if below is not None and self._lows and below < self._lows[-1]:
+            self._lows[-1] = below
+
+    def _drop_tentative(self, depth: int) -> None:
+        """Forget the values that read the provisional value of the head at `depth`."""
         memo = self._memo
-        for key in log[mark:]:
-            memo.pop(key, None)
-        del log[mark:]
+        tentative = self._tentative
+        waiting = self._tentative_at[depth]
+        for each in waiting:
+            memo.pop(each, None)
+            tentative.pop(each, None)
+        waiting.clear()
 
     def _evaluate(self, node: cst.CSTNode, frame: Frame) -> Value:
         kind = type(node)
