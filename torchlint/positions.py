@@ -29,6 +29,8 @@ class _AllFound(Exception):
 @dataclass(frozen=False)
 class _TargetedCodegenState(CodegenState):
     targets: Set[cst.CSTNode] = field(default_factory=set)
+    # Asked for every node generated: by id, since LibCST nodes hash through a Python method.
+    target_ids: Set[int] = field(default_factory=set)
     ranges: Dict[cst.CSTNode, Tuple[Point, Point]] = field(default_factory=dict)
     syntactic: Set[cst.CSTNode] = field(default_factory=set)
     starts: Dict[cst.CSTNode, Point] = field(default_factory=dict)
@@ -54,16 +56,16 @@ class _TargetedCodegenState(CodegenState):
         self.tokens.extend(self.indent_tokens)
 
     def before_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.targets and node not in self.starts:
+        if id(node) in self.target_ids and node not in self.starts:
             self.starts[node] = self.here()
 
     def after_codegen(self, node: cst.CSTNode) -> None:
-        if node in self.targets and node not in self.syntactic:
+        if id(node) in self.target_ids and node not in self.syntactic:
             self._finish(node, self.starts.get(node, self.here()), self.here())
 
     @contextmanager
     def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> Iterator[None]:
-        if node not in self.targets:
+        if id(node) not in self.target_ids:
             yield
             return
         start = self.here()
@@ -89,6 +91,7 @@ def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> Dict[cst.CS
         default_indent=module.default_indent,
         default_newline=module.default_newline,
         targets=targets,
+        target_ids={id(node) for node in targets},
     )
     try:
         module._codegen(state)

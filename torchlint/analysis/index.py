@@ -186,6 +186,14 @@ class Index:
             for child in reversed(children):
                 push((child, position))
 
+    def parents_of(self, nodes: List[cst.CSTNode]) -> List[Optional[cst.CSTNode]]:
+        """The parent of each of `nodes` (all of this module), in one pass."""
+        number = self._number
+        parent_numbers = self._parent_numbers
+        preorder = self.preorder
+        return [None if above < 0 else preorder[above]
+                for above in [parent_numbers[number[id(node)]] for node in nodes]]
+
     def number(self, node: cst.CSTNode) -> Optional[int]:
         """`node`'s pre-order number, or None for a node outside this module."""
         return self._number.get(id(node))

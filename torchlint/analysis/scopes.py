@@ -25,6 +25,8 @@ _TARGET_KIND = {cst.AssignTarget: "assign", cst.AnnAssign: "assign", cst.AugAssi
                 cst.For: "for", cst.CompFor: "for", cst.NamedExpr: "walrus"}
 _NAME_TYPES = frozenset({cst.Name, cst.Attribute})
 _DECLARATIONS = frozenset({cst.Global, cst.Nonlocal, cst.NameItem})
+# The parent types of a Name that may bind it (`_store_kind` decides); any other parent: a load.
+_MAY_BIND = _UNPACKING | frozenset(_TARGET_KIND) | _DECLARATIONS | {cst.AsName}
 # By exact type (LibCST's node classes are final, and isinstance on them goes through ABCMeta):
 # 1 = the scope covers only the node's `body`, 2 = it covers every child.
 _SCOPE_KIND = {cst.FunctionDef: 1, cst.ClassDef: 1, cst.Lambda: 1, **{c: 2 for c in _COMPREHENSIONS}}
@@ -157,7 +159,10 @@ class Scopes:
         for node_type, kind in ((cst.FunctionDef, "def"), (cst.ClassDef, "class")):
             for node in index.nodes(node_type):
                 self._add(table, self.scope_of(node), Binding(node.name.value, kind, node))
-        for node in index.nodes(cst.Name):
+        names = index.nodes(cst.Name)
+        for node, parent in zip(names, index.parents_of(names)):
+            if type(parent) not in _MAY_BIND:
+                continue  # a load: most names are settled by their parent's type alone
             kind = self._store_kind(node)
             if kind is None:
                 continue

@@ -85,12 +85,12 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
             return
         if sem.is_expression_statement(node) or _detached_at_once(sem, node):
             return  # run for its side effects, or `model(x).detach()`: the graph dies at once
-        if isinstance(func, cst.Attribute) and func.attr.value != "forward" and sem.values.of(func).kind != MODULE \
-                and not _switched_to_eval_here(sem, func, node):
-            return  # `net.eval()`, `model.detect_objects(...)`, `rnn.init_hidden(n)`: a method, not a forward
         loop = _evaluation_loop(sem, loops)
         if loop is None:
             return  # the innermost loop trains
+        if isinstance(func, cst.Attribute) and func.attr.value != "forward" and sem.values.of(func).kind != MODULE \
+                and not _switched_to_eval_here(sem, func, node):
+            return  # `net.eval()`, `model.detect_objects(...)`, `rnn.init_hidden(n)`: a method, not a forward
         scope = evaluation.scope_body(sem, node)
         reason = _evaluation_reason(sem, node, func, loop, scope)
         if reason is None:
