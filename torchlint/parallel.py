@@ -93,9 +93,14 @@ class Linter:
 
     def _rules(self, codes: Sequence[str]):
         if self._rules_by_code is None:
+            import gc
+
             from torchlint.rules import all_rules
 
             self._rules_by_code = {rule.code: rule for rule in all_rules()}
+            # LibCST, the rules and the analysis are loaded for good: keep their objects out of
+            # every later garbage collection (each parse allocates enough to trigger many).
+            gc.freeze()
         return [self._rules_by_code[code] for code in codes if code in self._rules_by_code]
 
     # --- one file ---------------------------------------------------------------------------

@@ -50,6 +50,7 @@ _SKIPPED_PREFIXES = (
 )
 
 _FIELDS: Dict[type, Tuple[str, ...]] = {}
+_PLAIN_TYPES = (str, bool, int, "str", "bool", "int")
 
 
 def _child_fields(node_type: type) -> Tuple[str, ...]:
@@ -59,6 +60,7 @@ def _child_fields(node_type: type) -> Tuple[str, ...]:
             f.name
             for f in dataclasses.fields(node_type)
             if f.name != "star" and not f.name.startswith(_SKIPPED_PREFIXES)
+            and f.type not in _PLAIN_TYPES  # `Name.value` and the like hold text, never a node
         )
         _FIELDS[node_type] = fields
     return fields
@@ -159,19 +161,30 @@ class Index:
         number = self._number
         fields_of = _FIELDS
         is_node = _IS_NODE
-        # Each entry is a node and its parent's number, so nothing is hashed to link them.
-        stack: List[Tuple[cst.CSTNode, int]] = [(root, -1)]
-        pop = stack.pop
-        push = stack.append
-        while stack:
-            node, above = pop()
-            position = len(preorder)
+        # Two parallel stacks (nodes, their parents' numbers): no tuple per node, nothing hashed
+        # to link a node to its parent.
+        nodes: List[cst.CSTNode] = [root]
+        aboves: List[int] = [-1]
+        pop_node = nodes.pop
+        pop_above = aboves.pop
+        extend_nodes = nodes.extend
+        extend_aboves = aboves.extend
+        record = preorder.append
+        link = parent_numbers.append
+        position = -1
+        while nodes:
+            node = pop_node()
+            link(pop_above())
+            record(node)
+            position += 1
             number[id(node)] = position
-            preorder.append(node)
-            parent_numbers.append(above)
             node_type = type(node)
             by_type[node_type].append(node)
-            fields = fields_of.get(node_type) or _child_fields(node_type)
+            fields = fields_of.get(node_type)
+            if fields is None:
+                fields = _child_fields(node_type)
+            if not fields:
+                continue  # a leaf (Name, Integer, SimpleString, ...)
             children: List[cst.CSTNode] = []
             for name in fields:
                 value = getattr(node, name)
@@ -183,8 +196,10 @@ class Index:
                             children.append(item)
                 elif is_node.get(value_type) or (value_type not in is_node and _node_type(value_type)):
                     children.append(value)
-            for child in reversed(children):
-                push((child, position))
+            if children:
+                children.reverse()
+                extend_nodes(children)
+                extend_aboves([position] * len(children))
 
     def parents_of(self, nodes: List[cst.CSTNode]) -> List[Optional[cst.CSTNode]]:
         """The parent of each of `nodes` (all of this module), in one pass."""

@@ -236,9 +236,14 @@ class Value:
 
     def but(self, **changes) -> "Value":
         """A copy with some facets changed."""
-        fields = {name: getattr(self, name) for name in _FIELDS}
-        fields.update(changes)
-        return Value(**fields)
+        copy = Value(self.kind, self.autograd, self.layout, self.device, self.shape, self.dtype, self.module,
+                     self.detail, self.site, self.items, self.element, self.activation, self.alias, self.optional,
+                     self.role)
+        for name, value in changes.items():
+            if name not in _FIELD_SET:
+                raise TypeError(f"Value has no facet {name!r}")
+            setattr(copy, name, value)
+        return copy
 
     def __repr__(self) -> str:
         parts = [self.kind]
@@ -289,6 +294,7 @@ class Value:
 
 _FIELDS = ("kind", "autograd", "layout", "device", "shape", "dtype", "module", "detail", "site", "items",
            "element", "activation", "alias", "optional", "role")
+_FIELD_SET = frozenset(_FIELDS)
 
 
 def _identity(detail: Any) -> Any:
