@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -236,6 +235,8 @@ def _write_entry(directory: str, name: str, data: bytes) -> None:
 
 
 def _atomic_write(target: Path, data: bytes) -> None:
+    import tempfile  # for the few files outside the entries (tags, manifest)
+
     fd, temporary = tempfile.mkstemp(prefix=".tmp-", dir=str(target.parent))
     try:
         with os.fdopen(fd, "wb") as handle:

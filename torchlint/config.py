@@ -15,11 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on older interpreters only
-    import tomli as tomllib
-
 CODE_PREFIX = re.compile(r"^[A-Z]{1,3}[0-9]{0,3}$")
 KNOWN_KEYS = {
     "select", "ignore", "extend-select", "extend-ignore", "per-file-ignores", "exclude",
@@ -130,10 +125,20 @@ def _strings(value, key: str, source: Path) -> List[str]:
     return list(value)
 
 
+def _toml():
+    """The TOML parser, imported only when there is a pyproject.toml to read."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on older interpreters only
+        import tomli as tomllib
+    return tomllib
+
+
 def load_config(start: Path, explicit: Optional[Path] = None) -> Config:
     pyproject = explicit if explicit is not None else find_pyproject(start)
     if pyproject is None:
         return Config(root=Path.cwd())
+    tomllib = _toml()
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except FileNotFoundError:

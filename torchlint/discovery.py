@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import dataclass
 from typing import List, Sequence, Tuple
 
@@ -44,6 +43,8 @@ def _git_ignored(paths: Sequence[str]) -> set:
     """The subset of `paths` that git ignores (empty when git or a repository is unavailable)."""
     if not paths:
         return set()
+    import subprocess  # only when directories were walked
+
     try:
         completed = subprocess.run(
             ["git", "check-ignore", "-z", "--stdin"],
