@@ -149,7 +149,7 @@ class Index:
         self._parent_numbers: List[int] = []
         self._ends: Optional[List[int]] = None
         self._position_lists: Dict[type, List[int]] = {}
-        self._name_positions: Optional[Dict[str, List[int]]] = None
+        self._name_positions: Dict[str, List[int]] = {}
         self._walk(module)
         self.parent = _Parents(self._number, self._parent_numbers, self.preorder)
         self.order = _Order(self._number)
@@ -172,6 +172,9 @@ class Index:
         record = preorder.append
         link = parent_numbers.append
         position = -1
+        name_type = cst.Name
+        names: Dict[str, List[int]] = {}
+        self._name_positions = names  # spelling -> pre-order numbers of the Names spelled so
         while nodes:
             node = pop_node()
             link(pop_above())
@@ -183,8 +186,14 @@ class Index:
             fields = fields_of.get(node_type)
             if fields is None:
                 fields = _child_fields(node_type)
-            if not fields:
-                continue  # a leaf (Name, Integer, SimpleString, ...)
+            if not fields:  # a leaf (Name, Integer, SimpleString, ...)
+                if node_type is name_type:
+                    spelled = names.get(node.value)
+                    if spelled is None:
+                        names[node.value] = [position]
+                    else:
+                        spelled.append(position)
+                continue
             children: List[cst.CSTNode] = []
             for name in fields:
                 value = getattr(node, name)
@@ -284,13 +293,8 @@ class Index:
         return [preorder[position] for position in self._name_table().get(name, ())]
 
     def _name_table(self) -> Dict[str, List[int]]:
-        """Spelling -> pre-order numbers of the `Name` nodes spelled so, in document order."""
-        if self._name_positions is None:
-            table: Dict[str, List[int]] = {}
-            number = self._number
-            for each in self.by_type.get(cst.Name, ()):
-                table.setdefault(each.value, []).append(number[id(each)])
-            self._name_positions = table
+        """Spelling -> pre-order numbers of the `Name` nodes spelled so, in document order (built
+        by the walk)."""
         return self._name_positions
 
     def _walk_descendants(self, node: cst.CSTNode, node_type) -> Iterator[cst.CSTNode]:

@@ -64,6 +64,7 @@ class Semantic:
         self._module_classes: Optional[Set[cst.ClassDef]] = None
         self._functions_by_name: Optional[Dict[str, List[cst.FunctionDef]]] = None
         self._calls_under: Dict[cst.CSTNode, List[cst.Call]] = {}
+        self._loops_above: Dict[tuple, List[cst.CSTNode]] = {}
 
     @property
     def called_names(self) -> frozenset:
@@ -214,12 +215,22 @@ class Semantic:
         """For/While loops whose body holds `node`, innermost first, within its function. With
         `comprehensions`, also comprehensions that repeat `node` (it is in their element, not
         their iterable)."""
+        return self._loops_from(node, comprehensions)
+
+    def _loops_from(self, node: cst.CSTNode, comprehensions: bool) -> List[cst.CSTNode]:
         loops = []
         child = node
         parent_of = self.index.parent
         ancestor = parent_of.get(node)
         while ancestor is not None:
             kind = type(ancestor)
+            if kind is cst.SimpleStatementLine or kind is cst.IndentedBlock:
+                # Everything above a statement line or block is the same for every node in it.
+                key = (id(ancestor), comprehensions)
+                above = self._loops_above.get(key)
+                if above is None:
+                    above = self._loops_above[key] = self._loops_from(ancestor, comprehensions)
+                return loops + above
             if kind in _LOOP_BARRIERS:
                 break
             if kind is cst.For or kind is cst.While:
