@@ -1105,8 +1105,21 @@ class Values(TorchSemantics):
         if attr == "training":
             return NUMBER_VALUE
         if info is not None and info.qualified is not None and info.qualified.startswith("torchvision.models."):
-            return Value(MODULE, AG_NONE, module=ModuleInfo(), device=owner.device)
+            return Value(MODULE, AG_NONE, module=ModuleInfo(stochastic=self._torchvision_part(owner, attr)),
+                         device=owner.device)
         return UNKNOWN_VALUE
+
+    def _torchvision_part(self, model: Value, part: str) -> Optional[str]:
+        """`alexnet().classifier` holds Dropout: the description, unless the constructor call
+        passes the keyword that could take the layer out (`dropout=`, `norm_layer=`)."""
+        found = api.torchvision_stochastic_part(model.module.qualified, part)
+        if found is None or type(model.site) is not cst.Call:
+            return None
+        layer, keyword = found
+        if any(arg.star or arg.keyword is not None and arg.keyword.value == keyword for arg in model.site.args):
+            return None
+        member = model.module.qualified.rsplit(".", 1)[-1]
+        return f"{layer} (torchvision {member}'s `{part}`)"
 
     def _parameter(self, owner_site, device) -> Value:
         return Value(PARAMETER, AG_LEAF, LAYOUT_CONTIGUOUS, device=device, site=owner_site)

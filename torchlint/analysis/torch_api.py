@@ -9,6 +9,7 @@ the measurements). Nothing here imports torch.
 from __future__ import annotations
 
 import re
+from typing import Optional, Tuple
 
 # -- tensor factories ----------------------------------------------------------------------------
 # `torch.<name>(...)`: a fresh contiguous tensor, no graph unless `requires_grad=True`.
@@ -143,6 +144,32 @@ TORCHVISION_STOCHASTIC = re.compile(
     r"efficientnet\w*|alexnet|vgg\d+(_bn)?|googlenet|inception_v3|shufflenet\w+|mnasnet\w+|"
     r"regnet\w+|squeezenet\w+)$"
 )
+# Parts of torchvision classifiers that hold such layers, for a network run part by part
+# (`model.features(x)`, then `model.classifier(h)`): read from torchvision 0.29's sources
+# (alexnet.py, vgg.py, squeezenet.py, resnet.py, densenet.py, mobilenetv2/3.py, efficientnet.py).
+# Each part: (the layer, the constructor keyword that could take it out: `dropout=0.0`, another
+# `norm_layer=`). Other parts (`alexnet().features`, `resnet18().fc`) hold neither.
+TORCHVISION_STOCHASTIC_PARTS = (
+    (re.compile(r"^torchvision\.models\.(alexnet|vgg\d+(_bn)?|squeezenet1_[01])$"),
+     {"classifier": ("Dropout", "dropout")}),
+    (re.compile(r"^torchvision\.models\.vgg\d+_bn$"), {"features": ("BatchNorm", "norm_layer")}),
+    (re.compile(r"^torchvision\.models\.(resnet\d+|resnext\w+|wide_resnet\w+)$"),
+     {part: ("BatchNorm", "norm_layer") for part in ("bn1", "layer1", "layer2", "layer3", "layer4")}),
+    (re.compile(r"^torchvision\.models\.densenet\d+$"), {"features": ("BatchNorm", "norm_layer")}),
+    (re.compile(r"^torchvision\.models\.(mobilenet_v2|mobilenet_v3_(large|small)|efficientnet_\w+)$"),
+     {"features": ("BatchNorm", "norm_layer"), "classifier": ("Dropout", "dropout")}),
+)
+
+
+def torchvision_stochastic_part(qualified: str, part: str) -> Optional[Tuple[str, str]]:
+    """(layer, keyword) when `part` of the torchvision classifier `qualified` holds Dropout or
+    BatchNorm."""
+    for pattern, parts in TORCHVISION_STOCHASTIC_PARTS:
+        if part in parts and pattern.match(qualified):
+            return parts[part]
+    return None
+
+
 MODULE_CONTAINERS = frozenset({"torch.nn.Sequential", "torch.nn.ModuleList", "torch.nn.ModuleDict"})
 PARAMETER_CONTAINERS = frozenset({"torch.nn.ParameterList", "torch.nn.ParameterDict"})
 # Modules whose output is a tuple: (output, hidden state) and friends.

@@ -26,13 +26,14 @@ class EvalInTrainingMode(Rule):
 ## What it does
 Flags two ways of evaluating a model in the wrong mode.
 
-First, a call of a model inside a loop that is clearly evaluation — the call runs under
+First, a call of a model (or of one of its parts, `model.classifier(h)`, when the network is run
+part by part) inside a loop that is clearly evaluation — the call runs under
 `torch.no_grad()` / `inference_mode()` in a block that computes no gradients, or the function is
 named like `evaluate`, `validate`, `test`, `predict` or `infer` and computes no gradients, or
 the whole file never computes gradients (an inference script, whatever its functions are called) — when
-the model certainly contains Dropout or BatchNorm layers (it is built in this file from such
-layers, or is a torchvision classifier that has them) and nothing in the file ever calls
-`.eval()` or `.train(False)`.
+the model (the part) certainly contains Dropout or BatchNorm layers (it is built in this file from
+such layers, or is a torchvision classifier that has them: `alexnet().classifier` has Dropout,
+`alexnet().features` has neither) and nothing in the file ever calls `.eval()` or `.train(False)`.
 
 The rule is deliberately narrow: the model must be a local name whose construction the analysis
 sees, it must not be handed to another function before the loop (that function could switch
@@ -88,14 +89,15 @@ in eval mode afterwards, so later code that expected training mode must call `mo
         if evaluation.is_eval_mode_call(ctx.semantic, node):
             self._check_training_resumed(node, ctx)
             return
-        if not isinstance(func, cst.Name) or func.value == "self":
+        model = _model_name(func)
+        if model is None or model.value == "self":
             return  # `self(x)` in a method: its caller sets the mode
         sem = ctx.semantic
         loops = sem.enclosing_loops(node, comprehensions=True)
         if not loops:
             return
         scope = evaluation.scope_body(sem, node)
-        reason = _clearly_evaluation(sem, node, scope)
+        reason = _clearly_evaluation(sem, node, model, scope)
         if reason is None:
             return
         if _any_mode_switch(sem):
@@ -103,22 +105,22 @@ in eval mode afterwards, so later code that expected training mode must call `mo
         layer = evaluation.stochastic_layer_of(sem, func)
         if layer is None:
             return
-        if _passed_along_before(sem, func.value, scope, loops[-1]):
+        if _passed_along_before(sem, model.value, scope, loops[-1]):
             return
-        if _first_in_loop(sem, node, loops[0]) is not node:
+        if _first_in_loop(sem, node, model, loops[0]) is not node:
             return
         fix = None
         anchor = _insertion_point(sem, node, loops[0])
         if isinstance(anchor, (cst.For, cst.While, cst.With)) and not any(
             evaluation.has_backward(sem, loop) for loop in sem.enclosing_loops(anchor)
         ):
-            fix = FixSpec(f"Call `{func.value}.eval()` before the evaluation loop",
-                          (InsertBefore(anchor, f"{func.value}.eval()"),), Applicability.UNSAFE)
+            fix = FixSpec(f"Call `{model.value}.eval()` before the evaluation loop",
+                          (InsertBefore(anchor, f"{model.value}.eval()"),), Applicability.UNSAFE)
         ctx.report(
             node,
-            f"`{func.value}` has {layer} but is still in training mode in this evaluation loop "
+            f"`{ctx.code(func)}` has {layer} but is still in training mode in this evaluation loop "
             f"({reason}): outputs are random and BatchNorm statistics drift; call "
-            f"`{func.value}.eval()` before the loop (and `.train()` after it if training resumes)",
+            f"`{model.value}.eval()` before the loop (and `.train()` after it if training resumes)",
             fix,
         )
 
@@ -176,7 +178,17 @@ def _optimized(sem: Semantic, model: cst.Name) -> bool:
     return False
 
 
-def _clearly_evaluation(sem: Semantic, call: cst.Call, scope) -> Optional[str]:
+def _model_name(func: cst.BaseExpression) -> Optional[cst.Name]:
+    """The model a call runs: `model` for `model(x)`, and for one of its parts run on its own,
+    `model.classifier(h)` (a network run layer by layer)."""
+    if isinstance(func, cst.Name):
+        return func
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        return func.value
+    return None
+
+
+def _clearly_evaluation(sem: Semantic, call: cst.Call, model: cst.Name, scope) -> Optional[str]:
     if evaluation.certainly_no_grad(sem, call):
         block = _grad_block(sem, call)
         if block is not None and not evaluation.has_backward(sem, block):
@@ -185,7 +197,7 @@ def _clearly_evaluation(sem: Semantic, call: cst.Call, scope) -> Optional[str]:
             and not evaluation.has_backward(sem, scope):
         return f"in `{scope.name.value}()`"
     if sem.method_of(call) is None and not evaluation.has_backward(sem, sem.module) \
-            and type(sem.values.of(call.func).site) is cst.Call:
+            and type(sem.values.of(model).site) is cst.Call:
         # An inference script (not a model's own code): it builds the model and never trains it.
         return "in a file that never trains it"
     return None
@@ -237,10 +249,16 @@ def _passed_along_before(sem: Semantic, name: str, scope, loop) -> bool:
     return False
 
 
-def _first_in_loop(sem: Semantic, node: cst.Call, loop) -> cst.Call:
+def _first_in_loop(sem: Semantic, node: cst.Call, model: cst.Name, loop) -> cst.Call:
+    """The first call in `loop` that runs `model` or a part of it holding Dropout/BatchNorm: one
+    finding per loop, also when the network is run layer by layer."""
     for call in sem.index.descendants(loop, cst.Call):
-        if evaluation.same_spelling(call.func, node.func) and evaluation.before(sem, call, node):
-            node = call
+        if call is node or not evaluation.before(sem, call, node):
+            continue
+        if evaluation.same_spelling(call.func, node.func) or (
+                _model_name(call.func) is not None and _model_name(call.func).value == model.value
+                and evaluation.stochastic_layer_of(sem, call.func) is not None):
+            return call
     return node
 
 

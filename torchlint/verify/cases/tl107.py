@@ -110,4 +110,52 @@ for epoch in range(3):
         # training steps after which BatchNorm's running mean did not move (3 epochs, 1 step each)
         expect={"left": "frozen_steps", "op": ">", "right": "0", "show": ["model.training"]},
     ),
+    Case(
+        rule="TL107",
+        title="A network run part by part without model.eval(): its Dropout part is still active",
+        bad="""\
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Linear(16, 32), nn.ReLU())
+        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Linear(32, 2))
+
+net = Net().to(DEVICE)
+batch = torch.randn(8, 16, device=DEVICE)
+runs = []
+with torch.no_grad():
+    for repeat in range(2):
+        h = net.features(batch)
+        runs.append(net.classifier(h))
+max_difference = (runs[0] - runs[1]).abs().max().item()
+""",
+        good="""\
+import torch
+import torch.nn as nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Linear(16, 32), nn.ReLU())
+        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Linear(32, 2))
+
+net = Net().to(DEVICE)
+batch = torch.randn(8, 16, device=DEVICE)
+runs = []
+net.eval()
+with torch.no_grad():
+    for repeat in range(2):
+        h = net.features(batch)
+        runs.append(net.classifier(h))
+max_difference = (runs[0] - runs[1]).abs().max().item()
+""",
+        bad_line=16,
+        probe="value_compare",
+        # the same batch through the same parts twice: in training mode the outputs differ
+        expect={"left": "max_difference", "op": ">", "right": "0",
+                "show": ["net.training", "net.classifier.training"]},
+    ),
 ]
