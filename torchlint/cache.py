@@ -213,9 +213,9 @@ class Cache:
 
 
 def _write_entry(directory: str, name: str, data: bytes) -> None:
-    """`_atomic_write` for a cache entry, cheaper: the temporary name is made of this process's
-    id and the entry's name, unique among live writers, so it needs no random names and retries
-    (a leftover of a dead process with the same id is simply overwritten)."""
+    """Write `directory/name` atomically: a temporary file renamed into place. Its name is made of
+    this process's id and `name`, unique among live writers, so it needs no random names and
+    retries (a leftover of a dead process with the same id is simply overwritten)."""
     temporary = os.path.join(directory, f".tmp-{os.getpid()}-{name}")
     try:
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -235,16 +235,5 @@ def _write_entry(directory: str, name: str, data: bytes) -> None:
 
 
 def _atomic_write(target: Path, data: bytes) -> None:
-    import tempfile  # for the few files outside the entries (tags, manifest)
-
-    fd, temporary = tempfile.mkstemp(prefix=".tmp-", dir=str(target.parent))
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, target)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+    """`_write_entry` for a path (the tag files, the manifest)."""
+    _write_entry(str(target.parent), target.name, data)

@@ -16,7 +16,7 @@ from torchlint import diagnostics, legacy_syntax, parsing
 from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.positions import node_ranges
-from torchlint.prefilter import could_match_triggers, cpython_syntax_error, syntax_ok, too_deep
+from torchlint.prefilter import cpython_syntax_error, syntax_ok, too_deep
 from torchlint.rules import all_rules
 from torchlint.rules.base import InsertBefore, Rebracket, Replace, Report, Rule, RuleContext
 from torchlint.source import SourceError, decode_source
@@ -38,11 +38,8 @@ def select_rules(select: Optional[Iterable[str]] = None, ignore: Iterable[str] =
 
 
 def could_match(text: str, rules: Sequence[Rule]) -> bool:
-    """Whether any rule could fire on `text`, judged from its triggers without parsing (one
-    regex pass over the text; see torchlint/prefilter.py)."""
-    if not PREFILTER_ENABLED:
-        return True
-    return could_match_triggers(text, [rule.triggers for rule in rules])
+    """Whether any rule could fire on `text`, judged from its triggers without parsing."""
+    return not PREFILTER_ENABLED or bool(rules_that_could_fire(text, rules))
 
 
 def rules_that_could_fire(text: str, rules: Sequence[Rule]) -> Sequence[Rule]:

@@ -295,7 +295,7 @@ class Values(TorchSemantics):
                     result = UNKNOWN_VALUE
                     break
                 self._provisional[key] = result
-                self._drop_tentative(depth)
+                self._drop_tentative(self._tentative_at[depth])
                 result = compute()
                 iterations += 1
             finished = True
@@ -306,9 +306,7 @@ class Values(TorchSemantics):
             low = lows.pop()
             waiting = self._tentative_at.pop()
             if not finished:
-                self._tentative_at.append(waiting)
-                self._drop_tentative(depth)
-                self._tentative_at.pop()
+                self._drop_tentative(waiting)
         tentative = self._tentative
         if low < depth:
             # Still depends on an unfinished head below: so do the values that depended on this
@@ -333,11 +331,10 @@ class Values(TorchSemantics):
         if below is not None and self._lows and below < self._lows[-1]:
             self._lows[-1] = below
 
-    def _drop_tentative(self, depth: int) -> None:
-        """Forget the values that read the provisional value of the head at `depth`."""
+    def _drop_tentative(self, waiting: List[tuple]) -> None:
+        """Forget the values that read a head's provisional value (its list in `_tentative_at`)."""
         memo = self._memo
         tentative = self._tentative
-        waiting = self._tentative_at[depth]
         for each in waiting:
             memo.pop(each, None)
             tentative.pop(each, None)

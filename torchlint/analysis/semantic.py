@@ -215,9 +215,6 @@ class Semantic:
         """For/While loops whose body holds `node`, innermost first, within its function. With
         `comprehensions`, also comprehensions that repeat `node` (it is in their element, not
         their iterable)."""
-        return self._loops_from(node, comprehensions)
-
-    def _loops_from(self, node: cst.CSTNode, comprehensions: bool) -> List[cst.CSTNode]:
         loops = []
         child = node
         parent_of = self.index.parent
@@ -229,7 +226,7 @@ class Semantic:
                 key = (id(ancestor), comprehensions)
                 above = self._loops_above.get(key)
                 if above is None:
-                    above = self._loops_above[key] = self._loops_from(ancestor, comprehensions)
+                    above = self._loops_above[key] = self.enclosing_loops(ancestor, comprehensions)
                 return loops + above
             if kind in _LOOP_BARRIERS:
                 break

@@ -255,9 +255,10 @@ def _first_in_loop(sem: Semantic, node: cst.Call, model: cst.Name, loop) -> cst.
     for call in sem.index.descendants(loop, cst.Call):
         if call is node or not evaluation.before(sem, call, node):
             continue
-        if evaluation.same_spelling(call.func, node.func) or (
-                _model_name(call.func) is not None and _model_name(call.func).value == model.value
-                and evaluation.stochastic_layer_of(sem, call.func) is not None):
+        if evaluation.same_spelling(call.func, node.func):
+            return call
+        runs = _model_name(call.func)
+        if runs is not None and runs.value == model.value and evaluation.stochastic_layer_of(sem, call.func):
             return call
     return node
 
