@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from torchlint import __version__
-from torchlint.finding import Applicability, Edit, FileResult, Finding, Fix, Location
+from torchlint.finding import Applicability, Edit, FileResult, Finding, Fix, Location, Severity
 
 FORMAT = "v1"
 DEFAULT_DIR = ".torchlint_cache"
@@ -71,6 +71,7 @@ def finding_to_json(finding: Finding) -> dict:
         "rule_name": finding.rule_name,
         "cell": finding.cell,
         "diagnostic": finding.is_diagnostic,
+        "severity": finding.severity.value,
         "fix": None,
     }
     if finding.fix is not None:
@@ -102,6 +103,7 @@ def finding_from_json(data: dict, path: str) -> Finding:
         fix=fix,
         cell=int(cell) if cell is not None else None,
         is_diagnostic=bool(data.get("diagnostic", False)),
+        severity=Severity(data.get("severity", "warning")),
     )
 
 

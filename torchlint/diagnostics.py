@@ -5,7 +5,7 @@ A file that cannot be linted gets exactly one of these, and the run goes on.
 
 from __future__ import annotations
 
-from torchlint.finding import FileResult, Finding, Location
+from torchlint.finding import FileResult, Finding, Location, Severity
 
 UNREADABLE = ("TL900", "unreadable-file")
 SYNTAX_ERROR = ("TL901", "syntax-error")
@@ -29,6 +29,7 @@ def diagnostic(path: str, kind, message: str, row: int = 1, column: int = 1) -> 
         end=Location(max(row, 1), max(column, 1)),
         rule_name=name,
         is_diagnostic=True,
+        severity=Severity.ERROR,
     )
 
 

@@ -215,6 +215,7 @@ def to_findings(
                 end=Location(end_row, end_col + 1),
                 rule_name=report.rule.name,
                 fix=fix,
+                severity=report.severity or report.rule.default_severity,
             )
         )
     return findings

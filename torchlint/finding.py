@@ -11,6 +11,34 @@ from enum import Enum
 from typing import Optional, Tuple
 
 
+class Severity(str, Enum):
+    """How much a finding matters in the analysed program, decided per finding from its facts.
+
+    error: the program crashes, or trains/evaluates wrongly, on the current PyTorch.
+    warning: harm that depends on scale or data (memory per batch, a view that fails for some shapes).
+    note: hygiene with no effect on results today (a deprecated spelling that still works).
+    """
+
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+    @property
+    def rank(self) -> int:
+        """0 for the most severe, so that sorting by rank lists errors first."""
+        return _SEVERITY_RANK[self]
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        try:
+            return cls(text.strip().lower())
+        except ValueError:
+            raise ValueError(f"unknown severity {text!r} (expected error, warning or note)") from None
+
+
+_SEVERITY_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.NOTE: 2}
+
+
 class Applicability(str, Enum):
     SAFE = "safe"  # keeps runtime behaviour; applied by --fix
     UNSAFE = "unsafe"  # may change behaviour; applied only with --unsafe-fixes
@@ -62,6 +90,7 @@ class Finding:
     cell: Optional[int] = None
     # Diagnostics about the run itself (parse errors, unreadable files) use TL9xx codes.
     is_diagnostic: bool = False
+    severity: Severity = Severity.WARNING
 
     @property
     def sort_key(self) -> tuple:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Tuple, Type, Uni
 
 import libcst as cst
 
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 
 if TYPE_CHECKING:
     from torchlint.analysis.semantic import Semantic
@@ -63,6 +63,8 @@ class Report:
     node: cst.CSTNode
     message: str
     fix: Optional[FixSpec] = None
+    # None: the rule's `default_severity`. Rules decide it per finding from the program's facts.
+    severity: Optional[Severity] = None
 
 
 class RuleContext:
@@ -76,9 +78,10 @@ class RuleContext:
         # The `async=` arguments the engine rewrote as `non_blocking=` so the file parses (TL204).
         self.rewritten_async_arguments: Tuple[cst.Arg, ...] = ()
 
-    def report(self, node: cst.CSTNode, message: str, fix: Optional[FixSpec] = None) -> None:
+    def report(self, node: cst.CSTNode, message: str, fix: Optional[FixSpec] = None,
+               severity: Optional[Severity] = None) -> None:
         assert self._rule is not None
-        self.reports.append(Report(self._rule, node, message, fix))
+        self.reports.append(Report(self._rule, node, message, fix, severity))
 
     def code(self, node: cst.CSTNode) -> str:
         """The source text of `node` as the file has it, for messages that quote what the user
@@ -98,6 +101,8 @@ class Rule:
     # Fix safety / References
     docs: ClassVar[str]
     fix_availability: ClassVar[str] = "none"  # "none", "sometimes", "always"
+    # The severity of a finding whose report names none (see `Severity`).
+    default_severity: ClassVar[Severity] = Severity.WARNING
     # The rule can only fire on a file containing one of these strings (soundly: every finding
     # of the rule needs one of them in the source). Used to skip the parse.
     triggers: ClassVar[Tuple[str, ...]] = ()
