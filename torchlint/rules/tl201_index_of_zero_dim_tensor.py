@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.semantic import method_call_in
 from torchlint.analysis.value import NUMBER
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 # Reductions that give a 0-dim tensor when called with no dimension.
@@ -21,6 +21,7 @@ class IndexOfZeroDimTensor(Rule):
     name = "index-of-zero-dim-tensor"
     summary = "`loss.data[0]` / `loss[0]` on a 0-dim tensor raises IndexError since PyTorch 0.4: use `.item()`"
     fix_availability = "always"
+    default_severity = Severity.ERROR
     triggers = ("[0]",)
     node_types = (cst.Subscript,)
     confirmation_module = "tl201"
@@ -29,7 +30,8 @@ class IndexOfZeroDimTensor(Rule):
 Flags `t.data[0]` and `t[0]` where `t` is certainly a 0-dim tensor: the output of a loss
 (`criterion(out, y)` with an `nn.*Loss` whose reduction is not `"none"`, `F.nll_loss(...)`), a full
 reduction without a dimension (`x.sum()`, `x.mean()`, `torch.sum(x)`, `(pred == y).sum()`), a
-name or `self.attr` bound to one, a parameter that every call of its function in the file passes
+name or `self.attr` bound to one (`acc = (pred == y).float().mean()` then `acc.data[0]`, also where
+`pred` and `y` are a function's parameters), a parameter that every call of its function in the file passes
 one for (`train(..., criterion, ...)`), a name summed up from a number (`loss = 0` then
 `loss += criterion(out, y)`), a same-file function returning one, or arithmetic on those.
 
@@ -61,6 +63,8 @@ for x, y in loader:
     correct += (model(x).argmax(1) == y).sum().item()
 ```
 
+Every finding is an error: the program stops with the IndexError at the first iteration.
+
 ## Fix safety
 `t.data[0]` becomes `t.item()`: the Python number that `t.data[0]` gave on PyTorch 0.3, so the fix
 is safe. `t[0]` also becomes `t.item()`, but that fix is unsafe: on PyTorch 0.3 `loss[0]` was
@@ -80,7 +84,8 @@ meant, use `t` itself.
         through_data = isinstance(value, cst.Attribute) and value.attr.value == "data"
         receiver = value.value if through_data else value
         if through_data:
-            if not (_is_zero_dim_tensor(sem, receiver) or sem.imports_torch and _is_full_reduction(sem, receiver)):
+            if not (_is_zero_dim_tensor(sem, receiver) or sem.imports_torch and _is_full_reduction(
+                    sem, _reduction_expression(sem, receiver))):
                 return
         elif not _is_zero_dim_tensor(sem, receiver):
             return
@@ -92,7 +97,20 @@ meant, use `t` itself.
             f"loss or a full reduction is 0-dim, not a 1-element tensor; {advice}"
         )
         applicability = Applicability.SAFE if through_data else Applicability.UNSAFE
-        ctx.report(node, message, FixSpec(f"Replace with `{fixed}`", (Replace(node, fixed),), applicability))
+        # Every finding is a crash on the current PyTorch: the IndexError at the first iteration.
+        ctx.report(node, message, FixSpec(f"Replace with `{fixed}`", (Replace(node, fixed),), applicability),
+                   severity=Severity.ERROR)
+
+
+def _reduction_expression(sem, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """For a name, the one expression certainly assigned to it where it is read (`acc` in
+    `acc = (pred == y).float().mean(); acc.data[0]`), so that a full reduction of values the model
+    does not know is seen through the name as it is when written inline; else `expr` itself."""
+    if isinstance(expr, cst.Name):
+        assigned = sem.assigned_value(expr)
+        if assigned is not None:
+            return assigned
+    return expr
 
 
 def _is_index_zero(node: cst.Subscript) -> bool:
