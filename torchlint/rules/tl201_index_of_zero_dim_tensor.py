@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.semantic import method_call_in
-from torchlint.analysis.value import NUMBER
+from torchlint.analysis.zero_dim import is_full_reduction as _is_full_reduction
+from torchlint.analysis.zero_dim import is_zero_dim_tensor as _is_zero_dim_tensor
+from torchlint.analysis.zero_dim import reduction_expression as _reduction_expression
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
-# Reductions that give a 0-dim tensor when called with no dimension.
-_FULL_REDUCTIONS = {"sum", "mean", "prod", "max", "min", "norm", "std", "var", "median", "all", "any",
-                    "nansum", "nanmean", "amax", "amin"}
-# torch functions that give a 0-dim tensor for one tensor argument and no dimension.
-_TORCH_FULL_REDUCTIONS = {"sum", "mean", "prod", "max", "min", "norm", "std", "var", "median", "all",
-                          "any", "nansum", "nanmean", "dot", "vdot", "trace"}
 
 class IndexOfZeroDimTensor(Rule):
     code = "TL201"
@@ -102,17 +97,6 @@ meant, use `t` itself.
                    severity=Severity.ERROR)
 
 
-def _reduction_expression(sem, expr: cst.BaseExpression) -> cst.BaseExpression:
-    """For a name, the one expression certainly assigned to it where it is read (`acc` in
-    `acc = (pred == y).float().mean(); acc.data[0]`), so that a full reduction of values the model
-    does not know is seen through the name as it is when written inline; else `expr` itself."""
-    if isinstance(expr, cst.Name):
-        assigned = sem.assigned_value(expr)
-        if assigned is not None:
-            return assigned
-    return expr
-
-
 def _is_index_zero(node: cst.Subscript) -> bool:
     """`[0]` written exactly so (which keeps the `[0]` trigger sound)."""
     if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
@@ -131,32 +115,3 @@ def _empty(whitespace) -> bool:
 def _is_assignment_target(node: cst.Subscript, ctx: RuleContext) -> bool:
     parent = ctx.semantic.parent(node)
     return isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.Del)) and getattr(parent, "target", None) is node
-
-
-def _is_zero_dim_tensor(sem, expr: cst.BaseExpression) -> bool:
-    """Whether `expr` is certainly a 0-dim tensor, as the value model knows it (a reducing loss, a
-    full reduction, arithmetic on those, what a helper returns, what every caller passes), or a
-    name that holds either a number or such a tensor (`loss = 0` then `loss += criterion(...)`):
-    indexing it fails either way."""
-    value = sem.values.of(expr)
-    if value.is_tensor:
-        return value.is_zero_dim
-    if not isinstance(expr, cst.Name):
-        return False
-    held = sem.values.definition_values(expr)
-    return bool(held) and all(v.kind == NUMBER or (v.is_tensor and v.is_zero_dim) for v in held) \
-        and any(v.is_tensor for v in held)
-
-
-def _is_full_reduction(sem, expr: cst.BaseExpression) -> bool:
-    """`x.sum()`, `x.mean()`, `torch.sum(x)`: a reduction over every dimension, whatever `x` is
-    (`.data[0]` on the result is wrong for a tensor, a NumPy scalar and a Python number alike)."""
-    if not isinstance(expr, cst.Call) or any(arg.star for arg in expr.args):
-        return False
-    keywords = [arg.keyword.value for arg in expr.args if arg.keyword is not None]
-    if any(keyword != "dtype" for keyword in keywords):
-        return False
-    if sem.is_torch(expr, *(f"torch.{name}" for name in _TORCH_FULL_REDUCTIONS)):
-        needed = 2 if sem.qualified_name(expr.func) in ("torch.dot", "torch.vdot") else 1
-        return len(expr.args) - len(keywords) == needed
-    return method_call_in(expr, _FULL_REDUCTIONS) and len(keywords) == len(expr.args)
