@@ -44,6 +44,8 @@ NUMPY_FUNCTIONS = frozenset({
     "mean", "sum", "std", "var", "max", "min", "median", "average", "argmax", "argmin", "exp", "log", "sqrt",
     "float16", "float32", "float64", "int32", "int64", "uint8", "bool_",
 })
+# Methods only an object with parameters has (an nn.Module): `model.parameters()`.
+MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children"})
 # What each refused kind of value is called in a message, and what to save instead.
 _KIND_WHAT = {
     MODULE: ("a whole nn.Module", "save `{name}.state_dict()` and load it into a new model"),
@@ -108,17 +110,80 @@ def saved_content(sem, expr: cst.BaseExpression, _depth: int = 0) -> Content:
         name = sem.source(expr) if kind in (cst.Name, cst.Attribute) else "it"
         return Content(UNLOADABLE, what, expr, instead.format(name=name))
     if kind is cst.Name:
-        assigned = _assigned(sem, expr)
-        if assigned is not None and assigned is not expr:
-            inner = saved_content(sem, assigned, _depth + 1)
-            if inner.verdict != UNLOADABLE:
-                return inner
-            # Name the value as the save spells it: `args`, not `parser.parse_args()`.
-            if inner.node is not assigned:  # refused inside what the name holds: `state = {"args": args}`
-                return inner
-            instead = inner.instead.replace("{name}", expr.value)
-            return Content(UNLOADABLE, inner.what, expr, instead, inner.keys)
+        return _name_content(sem, expr, _depth)
     return _UNKNOWN
+
+
+def _name_content(sem, name: cst.Name, depth: int) -> Content:
+    """What a name holds, from every assignment that may give it its value where it is saved
+    (for a global read in a function: every assignment of the module). A `torch.load(...)` among
+    them is skipped: it gives back what was saved (`model = Net()` ... `model = torch.load(f)`)."""
+    definitions = _definitions(sem, name)
+    if not definitions:
+        return _used_as_module(sem, name)
+    contents = []
+    for definition in definitions:
+        value = definition.value
+        if definition.kind == "assign" and type(value) is cst.Call and is_torch_load(sem, value):
+            continue  # also `encoder, decoder = torch.load(path)`: what was saved, unpacked
+        if definition.kind == "assign" and definition.path and len(definition.path) == 1 and \
+                type(value) in (cst.Tuple, cst.List):  # `g, d = Generator(), Discriminator()`
+            elements = value.elements
+            index = definition.path[0]
+            value = elements[index].value if index < len(elements) and not any(
+                isinstance(e, cst.StarredElement) for e in elements) else None
+        elif definition.kind != "assign" or definition.path != ():
+            return _UNKNOWN
+        if value is None:
+            return _UNKNOWN
+        inner = saved_content(sem, value, depth + 1)
+        if inner.verdict == UNLOADABLE and inner.node is value:
+            # Name the value as the save spells it: `args`, not `parser.parse_args()`.
+            inner = Content(UNLOADABLE, inner.what, name, inner.instead.replace("{name}", name.value), inner.keys)
+        contents.append(inner)
+    if not contents:
+        return _used_as_module(sem, name)
+    if all(c.verdict == UNLOADABLE for c in contents):
+        return contents[0]
+    if all(c.verdict == WEIGHTS for c in contents):
+        return _WEIGHTS
+    if not any(c.verdict == WEIGHTS for c in contents):
+        return _used_as_module(sem, name)
+    return _UNKNOWN
+
+
+def _used_as_module(sem, name: cst.Name) -> Content:
+    """A name the value model does not know (a model built from a class of another file) that the
+    file calls `.parameters()` on: an object with parameters, not a dict or a tensor (only an
+    nn.Module, or an instance of the program's own class, has them), so weights_only refuses it."""
+    if not sem.imports_torch:
+        return _UNKNOWN
+    uses = sem.__dict__.get("_checkpoint_parameter_owners")
+    if uses is None:
+        uses = set()
+        for call in sem.index.nodes(cst.Call):
+            if method_call_in(call, MODULE_ONLY_METHODS) and type(call.func.value) is cst.Name:
+                uses.add(call.func.value.value)
+        sem.__dict__["_checkpoint_parameter_owners"] = uses
+    if name.value in uses:
+        return Content(UNLOADABLE, "a whole nn.Module", name,
+                       f"save `{name.value}.state_dict()` and load it into a new model")
+    return _UNKNOWN
+
+
+def _definitions(sem, name: cst.Name):
+    """The definitions that may give `name` its value where it is read; for a name its own scope
+    does not bind, every definition in the scope that does."""
+    flow = sem.values.flow
+    definitions = flow.reaching(name)
+    if definitions is None:
+        return None
+    if definitions == ():
+        found = sem.scopes.binding_scope(name.value, name)
+        if found is None:
+            return None
+        definitions = tuple(flow.bindings(found[0], name.value))
+    return definitions
 
 
 def _combine(sem, parts, depth: int) -> Content:
@@ -230,12 +295,27 @@ def path_key(sem, expr: Optional[cst.BaseExpression]) -> Optional[str]:
     if expr is None:
         return None
     if isinstance(expr, cst.Name):
+        opened = _opened_path(sem, expr)
+        if opened is not None:
+            return path_key(sem, opened)
         assigned = _assigned(sem, expr)
         if isinstance(assigned, cst.SimpleString):
             expr = assigned
     if isinstance(expr, cst.SimpleString):
         return "str:" + str(expr.evaluated_value)
     return "expr:" + "".join(sem.source(expr).split())
+
+
+def _opened_path(sem, name: cst.Name) -> Optional[cst.BaseExpression]:
+    """`P` for a file object `f` certainly bound by `with open(P, ...) as f`."""
+    definitions = sem.values.flow.reaching(name)
+    if not definitions or len(definitions) != 1 or definitions[0].kind != "with":
+        return None
+    opened = definitions[0].value
+    if type(opened) is cst.Call and type(opened.func) is cst.Name and opened.func.value == "open" \
+            and opened.args and opened.args[0].keyword is None and not opened.args[0].star:
+        return opened.args[0].value
+    return None
 
 
 def saves_by_path(sem) -> Dict[str, List[Save]]:

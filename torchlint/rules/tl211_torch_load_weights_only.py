@@ -137,8 +137,10 @@ fix.
         holder = ctx.short(content.node, 30) if content.node is not None else "it"
         linked_how = "the checkpoint it reads" if severity is Severity.ERROR else \
             "if it reads the checkpoint this file saves, that checkpoint"
+        hidden = " (the `except` around it swallows the error: the checkpoint is silently never loaded)" \
+            if _caught_by_broad_except(sem, node) else ""
         message = (
-            f"`{ctx.short(node, 40)}` raises `UnpicklingError: Weights only load failed`: since PyTorch 2.6 "
+            f"`{ctx.short(node, 40)}` raises `UnpicklingError: Weights only load failed`{hidden}: since PyTorch 2.6 "
             f"`weights_only` defaults to True, and {linked_how} (`{ctx.short(save.call, 40)}`) holds "
             f"{content.what} (`{holder}`); {content.instead.replace('{name}', 'args')}, or pass "
             f"`weights_only=False` for a file you trust"
@@ -158,6 +160,22 @@ def _is_state_dict_argument(sem, call: cst.Call) -> bool:
     outer = sem.parent(arg) if isinstance(arg, cst.Arg) else None
     return isinstance(outer, cst.Call) and method_call(outer, "load_state_dict") and outer.args \
         and outer.args[0] is arg
+
+
+def _caught_by_broad_except(sem, node: cst.CSTNode) -> bool:
+    """`node` is in the body of a `try` with a bare `except:` or `except Exception:` (in its
+    function)."""
+    child = node
+    for ancestor in sem.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, cst.Try) and child is ancestor.body:
+            for handler in ancestor.handlers:
+                if handler.type is None or (isinstance(handler.type, cst.Name)
+                                            and handler.type.value in ("Exception", "BaseException")):
+                    return True
+        child = ancestor
+    return False
 
 
 def _keys_read(sem, call: cst.Call) -> Set[str]:
