@@ -197,6 +197,13 @@ CODES.update({
                   "IndexError 'too many indices for array: array is 0-dimensional'; TypeError "
                   "'iteration over a 0-d tensor'"),
 })
+# What the run says at the user's line for a code recognised by its exception alone.
+RUN_ADVICE: Dict[str, str] = {**globals().get("RUN_ADVICE", {}), **{
+    "TL211": "torch.load's weights_only defaults to True since PyTorch 2.6 and the checkpoint holds something "
+             "it refuses; save `vars(args)`/`state_dict()`, or pass `weights_only=False` for a file you trust",
+    "TL212": "a loss or a full reduction is 0-dim since PyTorch 0.4: `.numpy()[0]` and `sum(loss)` fail; use "
+             "`loss.item()`",
+}}
 _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
     ("TL211", ("UnpicklingError",), re.compile(r"Weights only load failed")),
     ("TL212", ("IndexError",), re.compile(r"too many indices for array: array is 0-dimensional")),
