@@ -90,10 +90,13 @@ def test_tl211_note_when_nothing_is_known_and_silent_for_state_dicts():
     assert lint(HEAD + "model = nn.Linear(2, 2)\nmodel.load_state_dict(torch.load('x.pt'))\n", "TL211") == []
 
 
-def test_tl211_allowlisted_globals_cap_at_note():
+def test_tl211_allowlisted_globals():
     source = HEAD + ("model = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
                      "with torch.serialization.safe_globals([nn.Linear]):\n    net = torch.load('m.pt')\n")
-    assert severities(source, "TL211") == [(8, Severity.NOTE)]
+    assert lint(source, "TL211") == []  # inside the allowlisting block: an informed choice
+    source = HEAD + ("model = nn.Linear(2, 2)\ntorch.save(model, 'm.pt')\n"
+                     "torch.serialization.add_safe_globals([nn.Linear])\nnet = torch.load('m.pt')\n")
+    assert severities(source, "TL211") == [(8, Severity.NOTE)]  # allowlisted somewhere: at most a note
 
 
 def test_tl211_explicit_weights_only_and_kwargs_are_silent():

@@ -48,10 +48,12 @@ Flags `torch.load(...)` without `weights_only=` and judges, from what the same f
 Not flagged: a load with an explicit `weights_only=` (either value: an informed choice); a load of
 what the file saves as tensors, numbers, strings and state dicts only (`model.state_dict()`,
 `optimizer.state_dict()`, `vars(args)`, `{"epoch": epoch, "model": model.state_dict()}`);
-`model.load_state_dict(torch.load(path))` (a state dict is read); `torch.load(..., **kwargs)`;
+`model.load_state_dict(torch.load(path))` and `state = torch.load(path)` ...
+`model.load_state_dict(state)` (a state dict is read); `torch.load(..., **kwargs)`;
 `torch.hub.load_state_dict_from_url`, `np.load`, `pickle.load` and a function of your own called
-`load`. `map_location=` does not change the judgement. In a file that allowlists globals
-(`torch.serialization.add_safe_globals`) a finding is at most a note.
+`load`; a load inside `with torch.serialization.safe_globals([...]):` (the classes are
+allowlisted). `map_location=` does not change the judgement. In a file that allowlists globals
+with `torch.serialization.add_safe_globals` a finding is at most a note.
 
 ## Why is this bad?
 PyTorch 2.6 changed the default of `torch.load`'s `weights_only` from `False` to `True`: the
@@ -107,7 +109,7 @@ fix.
                 f"unpickler (`weights_only=False` is its default then), which can run code from the file; pass "
                 f"`weights_only=` explicitly"), severity=Severity.NOTE)
             return
-        if _is_state_dict_argument(sem, node):
+        if _is_state_dict_argument(sem, node) or _inside_safe_globals(sem, node):
             return
         path = checkpoints.argument(node, 0, "f")
         key = checkpoints.path_key(sem, path)
@@ -155,11 +157,38 @@ fix.
 
 
 def _is_state_dict_argument(sem, call: cst.Call) -> bool:
-    """`model.load_state_dict(torch.load(path))`: what is loaded is a state dict."""
+    """`model.load_state_dict(torch.load(path))`, or `state = torch.load(path)` then
+    `model.load_state_dict(state)` in the same function: what is loaded is a state dict (tensors
+    only, which `load_state_dict` needs anyway)."""
     arg = sem.parent(call)
     outer = sem.parent(arg) if isinstance(arg, cst.Arg) else None
-    return isinstance(outer, cst.Call) and method_call(outer, "load_state_dict") and outer.args \
-        and outer.args[0] is arg
+    if isinstance(outer, cst.Call) and method_call(outer, "load_state_dict") and outer.args \
+            and outer.args[0] is arg:
+        return True
+    name = _loaded_name(sem, call)
+    if name is None:
+        return False
+    scope = sem.function_of(call) or sem.module
+    return any(method_call(use, "load_state_dict") and use.args and isinstance(use.args[0].value, cst.Name)
+               and use.args[0].value.value == name for use in sem.index.descendants(scope, cst.Call))
+
+
+def _loaded_name(sem, call: cst.Call):
+    """`name` for `name = torch.load(...)`."""
+    assign = sem.parent(call)
+    if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+        return assign.targets[0].target.value
+    return None
+
+
+def _inside_safe_globals(sem, node: cst.CSTNode) -> bool:
+    """`with torch.serialization.safe_globals([...]): torch.load(...)`: the program allowlisted
+    what the checkpoint holds (an informed choice, as an explicit `weights_only=` is)."""
+    for ancestor in sem.ancestors(node):
+        if isinstance(ancestor, cst.With) and any(
+                isinstance(item.item, cst.Call) and sem.is_torch(item.item, _ALLOWLISTING[1]) for item in ancestor.items):
+            return True
+    return False
 
 
 def _caught_by_broad_except(sem, node: cst.CSTNode) -> bool:
@@ -180,11 +209,9 @@ def _caught_by_broad_except(sem, node: cst.CSTNode) -> bool:
 
 def _keys_read(sem, call: cst.Call) -> Set[str]:
     """The string keys read off the loaded object: `ckpt = torch.load(p)` then `ckpt["args"]`."""
-    assign = sem.parent(call)
-    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1 or \
-            not isinstance(assign.targets[0].target, cst.Name):
+    name = _loaded_name(sem, call)
+    if name is None:
         return set()
-    name = assign.targets[0].target.value
     scope = sem.function_of(call) or sem.module
     keys: Set[str] = set()
     for subscript in sem.index.descendants(scope, cst.Subscript):
