@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.semantic import method_call
-from torchlint.analysis.zero_dim import is_certainly_zero_dim, is_zero_dim_tensor
+from torchlint.analysis.zero_dim import SHAPE_KEEPING, is_certainly_zero_dim, is_zero_dim_tensor
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -88,9 +88,13 @@ fix: use `t` where the tensor is meant and `t.item()` where the number is.
         fixed = f"{ctx.code(tensor)}.item()"
         shown = " ".join(fixed.split())
         advice = f"use `{shown}`" if len(shown) <= 40 else "read the number with `.item()`"
+        raised = "`IndexError: too many indices for array: array is 0-dimensional`"
+        if _still_has_graph(ctx.semantic, tensor):
+            raised = ("`RuntimeError: Can't call numpy() on Tensor that requires grad` (and, detached, " + raised
+                      + ")")
         message = (
-            f"`{ctx.short(node, 40)}` raises `IndexError: too many indices for array: array is 0-dimensional`: "
-            f"since PyTorch 0.4 a loss or a full reduction is 0-dim, so `.numpy()` gives a 0-d array; {advice}"
+            f"`{ctx.short(node, 40)}` raises {raised}: since PyTorch 0.4 a loss or a full reduction is 0-dim, so "
+            f"`.numpy()` gives a 0-d array; {advice}"
         )
         ctx.report(node, message, FixSpec(f"Replace with `{fixed}`", (Replace(node, fixed),), Applicability.UNSAFE),
                    severity=Severity.ERROR)
@@ -114,6 +118,23 @@ fix: use `t` where the tensor is meant and `t.item()` where the number is.
             f"(the number)"
         )
         ctx.report(node, message, severity=Severity.ERROR)
+
+
+def _still_has_graph(sem, tensor: cst.BaseExpression) -> bool:
+    """`loss.cpu().numpy()` of a loss that certainly has a graph, with no `.data`/`.detach()` on
+    the way: `.numpy()` itself raises first."""
+    current = tensor
+    while True:
+        if isinstance(current, cst.Attribute) and current.attr.value == "data":
+            return False
+        if isinstance(current, cst.Call) and method_call(current, "detach"):
+            return False
+        if isinstance(current, cst.Call) and not current.args and isinstance(current.func, cst.Attribute) \
+                and current.func.attr.value in SHAPE_KEEPING:
+            current = current.func.value
+            continue
+        break
+    return sem.values.of(current).requires_grad
 
 
 def _is_index_zero(node: cst.Subscript) -> bool:
