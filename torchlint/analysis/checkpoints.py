@@ -228,9 +228,32 @@ def _call_content(sem, call: cst.Call, depth: int) -> Optional[Content]:
         return Content(UNLOADABLE, "a collections.defaultdict", call, "save `dict(...)` of it")
     if name == "copy.deepcopy" and call.args and call.args[0].keyword is None:
         return saved_content(sem, call.args[0].value, depth + 1)
+    returned = _returned_content(sem, call, depth)
+    if returned is not None:
+        return returned
     value = sem.values.of(func)
     if value.kind == CLASS:  # an instance of a class of this file (not a module: those are MODULE)
         return Content(UNLOADABLE, "an instance of a class of this file", call, "save its fields as a dict")
+    return None
+
+
+def _returned_content(sem, call: cst.Call, depth: int) -> Optional[Content]:
+    """What a same-file function returns, when every `return` of it returns a refused value
+    (`def get_args(): return parser.parse_args()`), or every one returns what weights_only reads."""
+    if not isinstance(call.func, cst.Name):
+        return None
+    targets = sem.resolve_local_function(call, call)
+    if len(targets) != 1:
+        return None
+    returns = [r for r in sem.index.descendants(targets[0], cst.Return) if sem.function_of(r) is targets[0]]
+    if not returns or any(r.value is None for r in returns):
+        return None
+    contents = [saved_content(sem, r.value, depth + 1) for r in returns]
+    if all(c.verdict == UNLOADABLE for c in contents):
+        first = contents[0]
+        return Content(UNLOADABLE, first.what, call, first.instead, first.keys)
+    if all(c.verdict == WEIGHTS for c in contents):
+        return _WEIGHTS
     return None
 
 
