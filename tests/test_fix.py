@@ -462,11 +462,13 @@ def test_notebook_with_a_broken_fix_is_left_unchanged(tmp_path, monkeypatch) -> 
     # the cells are fixed as one module, so the broken fix leaves the whole notebook unchanged
     assert [(f.code, f.cell) for f in fixed.result.findings] == [("TL004", 1), ("TL004", 2), ("TL903", None)]
 
-    # cell by cell (a cell that is not complete on its own), the diagnostic names the cell
+    # a cell that is not complete on its own is left out of the module (its own TL901): the other
+    # cells are still fixed as one module, and the broken fix still leaves the notebook unchanged
     cells.append(_code(["for i in range(3):\n"]))
     fixed = fix_data("nb.ipynb", _notebook(cells), select_rules(["TL004"]), False)
     assert fixed.new == _notebook(cells) and not fixed.fixed
-    assert ("TL903", 2) in [(f.code, f.cell) for f in fixed.result.findings]
+    assert [(f.code, f.cell) for f in fixed.result.findings] == [
+        ("TL004", 1), ("TL004", 2), ("TL903", None), ("TL901", 3)]
 
 
 def test_diff_of_a_file_without_final_newline() -> None:

@@ -5,8 +5,12 @@ syntax is masked so that they parse.
 The cells are joined with a marker comment line before each (`# torchlint-cell <n> <token>`),
 which keeps every cell's rows whole and lets findings and fixed text be split back into cells.
 They are joined only when every cell is complete Python on its own (CPython's parser, no code
-run), so that no statement spans two cells; otherwise, and when the joined text does not parse,
-each cell is linted on its own and a cell that does not parse gets its own diagnostic.
+run), so that no statement spans two cells. When some cell is not (a Python 2 `print x` in a 2017
+notebook), the other cells are still joined and linted as one module, so that a cell keeps what
+earlier cells define (a `loss.data[0]` whose criterion is built two cells up is found as it is in
+a script); the cell that does not parse gets its own diagnostic, and stands in the joined text as
+`name = <unknown>` for each name it may assign, so that nothing after it is judged by a value it
+may have replaced. When the joined text does not parse, each cell is linted on its own.
 
 Masking keeps every line's length (and so every row and column of the rest of the cell): a
 masked line becomes `pass#...`, a short statement, or a comment, so that the fixer can tell which
@@ -245,6 +249,9 @@ class JoinedCells:
     token: str
     ends_with_newline: Dict[int, bool]
     masked: str = ""  # `mask(text)`, computed while joining
+    # Cells that are not complete Python on their own: in the text only as stand-in assignments,
+    # never split back out (nor fixed); each is linted alone for its diagnostic.
+    skipped: Tuple[int, ...] = ()
 
     def marker(self, number: int) -> str:
         return f"# torchlint-cell {number} {self.token}\n"
@@ -267,6 +274,8 @@ class JoinedCells:
                 lines.append(line)
         if current is not None:
             sources[current] = "".join(lines)
+        for number in self.skipped:
+            sources.pop(number, None)
         if list(sources) != list(self.ends_with_newline):
             return None
         for number, source in sources.items():
@@ -309,25 +318,82 @@ class JoinedCells:
         return int(parts[2]) if len(parts) == 4 and parts[2].isdigit() else None
 
 
-def join_cells(cells: Sequence[Tuple[int, str]]) -> Optional[JoinedCells]:
-    """The non-empty code cells joined, or None when some cell is not complete on its own."""
+# A name a cell that does not parse may assign, at the start of a line: `x = ...`, `a, b = ...`,
+# `x += ...`, `for x in ...`, `def x(`, `class x`, `import x` / `from m import x`, `with ... as x`.
+_BOUND = re.compile(r"^[ \t]*(?:for[ \t]+(?P<loop>[\w, \t]+?)[ \t]+in\b|(?:def|class)[ \t]+(?P<def>\w+)"
+                    r"|(?P<targets>[A-Za-z_]\w*(?:[ \t]*,[ \t]*[A-Za-z_]\w*)*)[ \t]*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=))")
+_IMPORTED = re.compile(r"\bimport[ \t]+(?P<names>[\w., \t]+)|\bas[ \t]+(?P<alias>\w+)")
+_STAND_IN = "__torchlint_unparsed_cell__"
+
+
+def _stand_in(source: str) -> str:
+    """Assignments of an unknown value to every name `source` (a cell that does not parse) may
+    bind, so that the value model forgets what those names held before the cell."""
+    names: Dict[str, None] = {}
+    for line in _split(source):
+        match = _BOUND.match(line)
+        if match:
+            found = match.group("loop") or match.group("def") or match.group("targets") or ""
+            for name in re.split(r"[ \t,]+", found.strip()):
+                if name.isidentifier():
+                    names[name] = None
+        for imported in _IMPORTED.finditer(line):
+            text = imported.group("alias") or imported.group("names") or ""
+            for name in re.split(r"[ \t,]+", text.strip()):
+                name = name.split(".")[0]
+                if name.isidentifier() and name not in ("as", "import"):
+                    names[name] = None
+    return "".join(f"{name} = {_STAND_IN}\n" for name in names if not _is_keyword(name))
+
+
+def _is_keyword(name: str) -> bool:
+    import keyword
+
+    return keyword.iskeyword(name)
+
+
+def join_cells(cells: Sequence[Tuple[int, str]], skip_incomplete: bool = False) -> Optional[JoinedCells]:
+    """The non-empty code cells joined, or None when some cell is not complete on its own (with
+    `skip_incomplete`, such a cell stands in as assignments of an unknown value instead; None
+    when no cell is complete)."""
     joined = JoinedCells("", secrets.token_hex(8), {})
     parts, masked_parts = [], []
+    skipped = []
     for number, source in cells:
         if not source.strip():
             continue
-        joined.ends_with_newline[number] = source.endswith(("\n", "\r"))
-        text = source if joined.ends_with_newline[number] else source + "\n"
+        ends_with_newline = source.endswith(("\n", "\r"))
+        text = source if ends_with_newline else source + "\n"
         masked = mask_magics(text)  # what `joined.mask` gives for this cell
         if not (_complete(masked) or legacy_syntax.complete_after_recovery(masked, _complete)):
-            return None
+            if not skip_incomplete:
+                return None
+            skipped.append(number)
+            stand_in = _stand_in(masked)
+            marker = joined.marker(number)
+            parts += [marker, stand_in]
+            masked_parts += [marker, stand_in]
+            continue
+        joined.ends_with_newline[number] = ends_with_newline
         marker = joined.marker(number)
         parts += [marker, text]
         masked_parts += [marker, masked]
-    if not parts:
+    if not joined.ends_with_newline:
         return None
     joined.text, joined.masked = "".join(parts), "".join(masked_parts)
+    joined.skipped = tuple(skipped)
     return joined
+
+
+def skipped_cell_findings(joined: JoinedCells, cells: Sequence[Tuple[int, str]], path: str, rules) -> List[Finding]:
+    """The findings (the parse diagnostic) of each cell `joined` left out, linted on its own."""
+    from torchlint.engine import lint_text
+
+    out: List[Finding] = []
+    for number, source in cells:
+        if number in joined.skipped:
+            out.extend(in_cell(finding, number) for finding in lint_text(mask_magics(source), path, rules).findings)
+    return out
 
 
 def findings_in_cells(findings: Sequence[Finding], starts: List[Tuple[int, int]]) -> List[Finding]:
@@ -374,11 +440,13 @@ def lint_notebook(path: str, data: bytes, rules: Sequence) -> FileResult:
         return result
     from torchlint.engine import lint_text
 
-    joined = join_cells(cells)
+    joined = join_cells(cells) or join_cells(cells, skip_incomplete=True)
     if joined is not None:
         whole = lint_text(joined.masked, path, rules)
         if not whole.failed:
-            whole.findings = findings_in_cells(whole.findings, joined.rows(joined.text))
+            whole.findings = [f for f in findings_in_cells(whole.findings, joined.rows(joined.text))
+                              if f.cell not in joined.skipped]
+            whole.findings.extend(skipped_cell_findings(joined, cells, path, rules))
             return whole
     for number, source in cells:
         if not source.strip():
@@ -395,4 +463,4 @@ def in_cell(finding: Finding, number: int) -> Finding:
 
 
 __all__ = ["JoinedCells", "NotebookError", "code_cells", "findings_in_cells", "in_cell", "join_cells",
-           "lint_notebook", "load", "mask_magics"]
+           "lint_notebook", "load", "mask_magics", "skipped_cell_findings"]

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.semantic import method_call_in
-from torchlint.analysis.value import NUMBER
-from torchlint.finding import Applicability
+from torchlint.analysis.zero_dim import is_full_reduction as _is_full_reduction
+from torchlint.analysis.zero_dim import is_zero_dim_tensor as _is_zero_dim_tensor
+from torchlint.analysis.zero_dim import reduction_expression as _reduction_expression
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
-# Reductions that give a 0-dim tensor when called with no dimension.
-_FULL_REDUCTIONS = {"sum", "mean", "prod", "max", "min", "norm", "std", "var", "median", "all", "any",
-                    "nansum", "nanmean", "amax", "amin"}
-# torch functions that give a 0-dim tensor for one tensor argument and no dimension.
-_TORCH_FULL_REDUCTIONS = {"sum", "mean", "prod", "max", "min", "norm", "std", "var", "median", "all",
-                          "any", "nansum", "nanmean", "dot", "vdot", "trace"}
 
 class IndexOfZeroDimTensor(Rule):
     code = "TL201"
     name = "index-of-zero-dim-tensor"
     summary = "`loss.data[0]` / `loss[0]` on a 0-dim tensor raises IndexError since PyTorch 0.4: use `.item()`"
     fix_availability = "always"
+    default_severity = Severity.ERROR
     triggers = ("[0]",)
     node_types = (cst.Subscript,)
     confirmation_module = "tl201"
@@ -29,7 +25,8 @@ class IndexOfZeroDimTensor(Rule):
 Flags `t.data[0]` and `t[0]` where `t` is certainly a 0-dim tensor: the output of a loss
 (`criterion(out, y)` with an `nn.*Loss` whose reduction is not `"none"`, `F.nll_loss(...)`), a full
 reduction without a dimension (`x.sum()`, `x.mean()`, `torch.sum(x)`, `(pred == y).sum()`), a
-name or `self.attr` bound to one, a parameter that every call of its function in the file passes
+name or `self.attr` bound to one (`acc = (pred == y).float().mean()` then `acc.data[0]`, also where
+`pred` and `y` are a function's parameters), a parameter that every call of its function in the file passes
 one for (`train(..., criterion, ...)`), a name summed up from a number (`loss = 0` then
 `loss += criterion(out, y)`), a same-file function returning one, or arithmetic on those.
 
@@ -61,6 +58,8 @@ for x, y in loader:
     correct += (model(x).argmax(1) == y).sum().item()
 ```
 
+Every finding is an error: the program stops with the IndexError at the first iteration.
+
 ## Fix safety
 `t.data[0]` becomes `t.item()`: the Python number that `t.data[0]` gave on PyTorch 0.3, so the fix
 is safe. `t[0]` also becomes `t.item()`, but that fix is unsafe: on PyTorch 0.3 `loss[0]` was
@@ -80,7 +79,8 @@ meant, use `t` itself.
         through_data = isinstance(value, cst.Attribute) and value.attr.value == "data"
         receiver = value.value if through_data else value
         if through_data:
-            if not (_is_zero_dim_tensor(sem, receiver) or sem.imports_torch and _is_full_reduction(sem, receiver)):
+            if not (_is_zero_dim_tensor(sem, receiver) or sem.imports_torch and _is_full_reduction(
+                    sem, _reduction_expression(sem, receiver))):
                 return
         elif not _is_zero_dim_tensor(sem, receiver):
             return
@@ -92,7 +92,9 @@ meant, use `t` itself.
             f"loss or a full reduction is 0-dim, not a 1-element tensor; {advice}"
         )
         applicability = Applicability.SAFE if through_data else Applicability.UNSAFE
-        ctx.report(node, message, FixSpec(f"Replace with `{fixed}`", (Replace(node, fixed),), applicability))
+        # Every finding is a crash on the current PyTorch: the IndexError at the first iteration.
+        ctx.report(node, message, FixSpec(f"Replace with `{fixed}`", (Replace(node, fixed),), applicability),
+                   severity=Severity.ERROR)
 
 
 def _is_index_zero(node: cst.Subscript) -> bool:
@@ -113,32 +115,3 @@ def _empty(whitespace) -> bool:
 def _is_assignment_target(node: cst.Subscript, ctx: RuleContext) -> bool:
     parent = ctx.semantic.parent(node)
     return isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.Del)) and getattr(parent, "target", None) is node
-
-
-def _is_zero_dim_tensor(sem, expr: cst.BaseExpression) -> bool:
-    """Whether `expr` is certainly a 0-dim tensor, as the value model knows it (a reducing loss, a
-    full reduction, arithmetic on those, what a helper returns, what every caller passes), or a
-    name that holds either a number or such a tensor (`loss = 0` then `loss += criterion(...)`):
-    indexing it fails either way."""
-    value = sem.values.of(expr)
-    if value.is_tensor:
-        return value.is_zero_dim
-    if not isinstance(expr, cst.Name):
-        return False
-    held = sem.values.definition_values(expr)
-    return bool(held) and all(v.kind == NUMBER or (v.is_tensor and v.is_zero_dim) for v in held) \
-        and any(v.is_tensor for v in held)
-
-
-def _is_full_reduction(sem, expr: cst.BaseExpression) -> bool:
-    """`x.sum()`, `x.mean()`, `torch.sum(x)`: a reduction over every dimension, whatever `x` is
-    (`.data[0]` on the result is wrong for a tensor, a NumPy scalar and a Python number alike)."""
-    if not isinstance(expr, cst.Call) or any(arg.star for arg in expr.args):
-        return False
-    keywords = [arg.keyword.value for arg in expr.args if arg.keyword is not None]
-    if any(keyword != "dtype" for keyword in keywords):
-        return False
-    if sem.is_torch(expr, *(f"torch.{name}" for name in _TORCH_FULL_REDUCTIONS)):
-        needed = 2 if sem.qualified_name(expr.func) in ("torch.dot", "torch.vdot") else 1
-        return len(expr.args) - len(keywords) == needed
-    return method_call_in(expr, _FULL_REDUCTIONS) and len(keywords) == len(expr.args)

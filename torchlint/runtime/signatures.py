@@ -184,3 +184,28 @@ def warning_code(category_name: str, message: str) -> Optional[str]:
         if category_name in categories and pattern.search(message):
             return code
     return None
+
+
+# -- torch.load's weights_only default and 0-dim numpy reads (TL211, TL212) --------------------
+# `UnpicklingError` is `_pickle.UnpicklingError` (matched by its name, as above); the innermost
+# frame in the user's files is the `torch.load(...)` / `.numpy()[0]` line.
+CODES.update({
+    "TL211": Code("torch.load of a checkpoint weights_only=True cannot read",
+                  "UnpicklingError 'Weights only load failed' (torch.load's weights_only default "
+                  "is True since PyTorch 2.6)"),
+    "TL212": Code("a 0-dim tensor read as a sequence (loss.data.numpy()[0], sum(loss))",
+                  "IndexError 'too many indices for array: array is 0-dimensional'; TypeError "
+                  "'iteration over a 0-d tensor'"),
+})
+# What the run says at the user's line for a code recognised by its exception alone.
+RUN_ADVICE: Dict[str, str] = {**globals().get("RUN_ADVICE", {}), **{
+    "TL211": "torch.load's weights_only defaults to True since PyTorch 2.6 and the checkpoint holds something "
+             "it refuses; save `vars(args)`/`state_dict()`, or pass `weights_only=False` for a file you trust",
+    "TL212": "a loss or a full reduction is 0-dim since PyTorch 0.4: `.numpy()[0]` and `sum(loss)` fail; use "
+             "`loss.item()`",
+}}
+_EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
+    ("TL211", ("UnpicklingError",), re.compile(r"Weights only load failed")),
+    ("TL212", ("IndexError",), re.compile(r"too many indices for array: array is 0-dimensional")),
+    ("TL212", ("TypeError",), re.compile(r"iteration over a 0-d tensor")),
+)

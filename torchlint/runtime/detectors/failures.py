@@ -120,7 +120,7 @@ class Failures:
             "TL201": self._zero_dim_index,
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
-        }[family]
+        }.get(family, self._signature_direct)
         return handler(error, family, op, modules, site)
 
     def _observe(self, code: str, site: Optional[Site], message: str, evidence: str, **extra: Any) -> bool:
@@ -300,6 +300,12 @@ class Failures:
                 shown = f" ({describe(tensor)})"
         return self._observe("TL201", site, "indexing a 0-dim tensor (`loss.data[0]`) fails since PyTorch 0.4; "
                              "use `loss.item()`", f"IndexError: {_first_sentence(error)}{shown}")
+
+    def _signature_direct(self, error, family, op, modules, site) -> bool:
+        """A code recognised by its exception alone (signatures.py), reported at the user's line
+        with the advice the signature table gives for it."""
+        advice = getattr(signatures, "RUN_ADVICE", {}).get(family) or signatures.title(family)
+        return self._observe(family, site, advice, f"{type(error).__name__}: {_first_sentence(error)}")
 
     def _legacy_direct(self, error, family, op, modules, site) -> bool:
         messages = {

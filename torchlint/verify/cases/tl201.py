@@ -65,4 +65,37 @@ correct = num_correct.item()
         expect={"exc": "IndexError", "match": "invalid index of a 0-dim tensor",
                 "show": ["num_correct.dim()", "correct"]},
     ),
+    Case(
+        rule="TL201",
+        title="acc.data[0] of (pred == y).float().mean() in a helper whose arguments are unknown",
+        bad="""\
+import torch
+
+
+def accuracy(pred, y):
+    acc = (pred == y).float().mean()
+    return acc.data[0]
+
+
+pred = torch.tensor([0, 1, 2, 1], device=DEVICE)
+y = torch.tensor([0, 1, 1, 1], device=DEVICE)
+score = accuracy(pred, y)
+""",
+        good="""\
+import torch
+
+
+def accuracy(pred, y):
+    acc = (pred == y).float().mean()
+    return acc.item()
+
+
+pred = torch.tensor([0, 1, 2, 1], device=DEVICE)
+y = torch.tensor([0, 1, 1, 1], device=DEVICE)
+score = accuracy(pred, y)
+""",
+        bad_line=6,
+        probe="raises",
+        expect={"exc": "IndexError", "match": "invalid index of a 0-dim tensor", "show": ["pred.shape"]},
+    ),
 ]

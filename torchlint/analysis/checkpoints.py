@@ -1,0 +1,354 @@
+"""What a program saves with `torch.save`, and whether `torch.load` can read it back with
+`weights_only=True` (the default since PyTorch 2.6).
+
+Measured on torch 2.13: the weights-only unpickler reads tensors, `torch.Size`, dtypes, devices,
+numbers, strings, bytes, None, and lists, tuples, sets, dicts and OrderedDicts of those (so every
+`state_dict()`, of a model, an optimizer or a scheduler); it refuses (`UnpicklingError: Weights
+only load failed`) an `argparse.Namespace`, a whole `nn.Module` (a model, a loss module), an
+optimizer or scheduler object, NumPy scalars and arrays, a `collections.defaultdict`, and
+instances of the program's own classes (a vocabulary object).
+
+`saved_content(sem, expr)` is the one judgement of "what is in this object", asked of the object
+a `torch.save` call writes; `saves(sem)` lists a file's `torch.save` calls with that judgement, and
+`path_key` is what links a save to a load of the same file. The judgement needs only the semantic
+model of the file that holds `expr`, so it can be asked of another file's saves once loads are
+linked across a project. No torch here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.semantic import method_call, method_call_in
+from torchlint.analysis.value import (CLASS, CRITERION, INSTANCE, MODULE, NONE, NUMBER, OPTIMIZER,
+                                      SCHEDULER, STRING, TENSOR_KINDS)
+
+# The verdicts.
+UNLOADABLE = "unloadable"  # weights_only=True certainly refuses it
+WEIGHTS = "weights"  # certainly only what weights_only=True reads
+UNKNOWN = "unknown"
+
+# -- data: what the weights-only unpickler reads or refuses (measured on torch 2.13) -------------
+# Methods whose result it reads: state dicts and Python numbers/lists.
+LOADABLE_METHODS = frozenset({"state_dict", "item", "tolist", "size", "dim", "numel"})
+# Builtins whose result it reads (`vars(args)`: the Namespace's dict of option values).
+LOADABLE_BUILTINS = frozenset({"vars", "int", "float", "str", "bool", "len", "dict", "list", "tuple"})
+# Methods whose result is a NumPy value.
+NUMPY_METHODS = frozenset({"numpy"})
+# NumPy functions whose result is a NumPy array or scalar (numpy.<name>).
+NUMPY_FUNCTIONS = frozenset({
+    "array", "asarray", "zeros", "ones", "empty", "full", "arange", "linspace", "stack", "concatenate",
+    "mean", "sum", "std", "var", "max", "min", "median", "average", "argmax", "argmin", "exp", "log", "sqrt",
+    "float16", "float32", "float64", "int32", "int64", "uint8", "bool_",
+})
+# Methods only an object with parameters has (an nn.Module): `model.parameters()`.
+MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children"})
+# What each refused kind of value is called in a message, and what to save instead.
+_KIND_WHAT = {
+    MODULE: ("a whole nn.Module", "save `{name}.state_dict()` and load it into a new model"),
+    CRITERION: ("a whole nn.Module (a loss module)", "save its `state_dict()` or nothing: rebuild it"),
+    OPTIMIZER: ("a whole optimizer object", "save `{name}.state_dict()`"),
+    SCHEDULER: ("a whole LR scheduler object", "save `{name}.state_dict()`"),
+    INSTANCE: ("an instance of a class of this file", "save its fields as a dict"),
+}
+_MAX_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Content:
+    """What an object holds, for `torch.load(..., weights_only=True)`: `verdict` is UNLOADABLE,
+    WEIGHTS or UNKNOWN; for UNLOADABLE, `what` names the offending value ("an argparse.Namespace"),
+    `node` is it, `instead` says what to save instead; `keys` are the string keys of a saved dict
+    whose values are refused (`{"args": args}` → {"args"})."""
+
+    verdict: str
+    what: str = ""
+    node: Optional[cst.CSTNode] = None
+    instead: str = ""
+    keys: FrozenSet[str] = frozenset()
+
+
+_WEIGHTS = Content(WEIGHTS)
+_UNKNOWN = Content(UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Save:
+    call: cst.Call  # the torch.save(...) call
+    obj: cst.BaseExpression
+    path: Optional[cst.BaseExpression]
+    content: Content
+
+
+def saved_content(sem, expr: cst.BaseExpression, _depth: int = 0) -> Content:
+    """Whether `torch.load(weights_only=True)` can read `expr` back once it is saved."""
+    if _depth > _MAX_DEPTH:
+        return _UNKNOWN
+    kind = type(expr)
+    if kind in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+                cst.FormattedString):
+        return _WEIGHTS
+    if kind is cst.Name and expr.value in ("True", "False", "None"):
+        return _WEIGHTS
+    if kind is cst.Dict:
+        return _combine(sem, [(e, getattr(e, "value", None)) for e in expr.elements], _depth)
+    if kind in (cst.List, cst.Tuple, cst.Set):
+        return _combine(sem, [(e, None if isinstance(e, cst.StarredElement) else e.value)
+                              for e in expr.elements], _depth)
+    if kind is cst.Call:
+        found = _call_content(sem, expr, _depth)
+        if found is not None:
+            return found
+    value = sem.values.of(expr)
+    if value.kind in TENSOR_KINDS or value.kind in (NUMBER, STRING, NONE):
+        return _WEIGHTS
+    if value.kind in _KIND_WHAT and not value.optional:
+        what, instead = _KIND_WHAT[value.kind]
+        name = sem.source(expr) if kind in (cst.Name, cst.Attribute) else "it"
+        return Content(UNLOADABLE, what, expr, instead.format(name=name))
+    if kind is cst.Name:
+        return _name_content(sem, expr, _depth)
+    return _UNKNOWN
+
+
+def _name_content(sem, name: cst.Name, depth: int) -> Content:
+    """What a name holds, from every assignment that may give it its value where it is saved
+    (for a global read in a function: every assignment of the module). A `torch.load(...)` among
+    them is skipped: it gives back what was saved (`model = Net()` ... `model = torch.load(f)`)."""
+    definitions = _definitions(sem, name)
+    if not definitions:
+        return _used_as_module(sem, name)
+    contents = []
+    for definition in definitions:
+        value = definition.value
+        if definition.kind == "assign" and type(value) is cst.Call and is_torch_load(sem, value):
+            continue  # also `encoder, decoder = torch.load(path)`: what was saved, unpacked
+        if definition.kind == "assign" and definition.path and len(definition.path) == 1 and \
+                type(value) in (cst.Tuple, cst.List):  # `g, d = Generator(), Discriminator()`
+            elements = value.elements
+            index = definition.path[0]
+            value = elements[index].value if index < len(elements) and not any(
+                isinstance(e, cst.StarredElement) for e in elements) else None
+        elif definition.kind != "assign" or definition.path != ():
+            return _UNKNOWN
+        if value is None:
+            return _UNKNOWN
+        inner = saved_content(sem, value, depth + 1)
+        if inner.verdict == UNLOADABLE and inner.node is value:
+            # Name the value as the save spells it: `args`, not `parser.parse_args()`.
+            inner = Content(UNLOADABLE, inner.what, name, inner.instead.replace("{name}", name.value), inner.keys)
+        contents.append(inner)
+    if not contents:
+        return _used_as_module(sem, name)
+    if all(c.verdict == UNLOADABLE for c in contents):
+        return contents[0]
+    if all(c.verdict == WEIGHTS for c in contents):
+        return _WEIGHTS
+    if not any(c.verdict == WEIGHTS for c in contents):
+        return _used_as_module(sem, name)
+    return _UNKNOWN
+
+
+def _used_as_module(sem, name: cst.Name) -> Content:
+    """A name the value model does not know (a model built from a class of another file) that the
+    file calls `.parameters()` on: an object with parameters, not a dict or a tensor (only an
+    nn.Module, or an instance of the program's own class, has them), so weights_only refuses it."""
+    if not sem.imports_torch:
+        return _UNKNOWN
+    uses = sem.__dict__.get("_checkpoint_parameter_owners")
+    if uses is None:
+        uses = set()
+        for call in sem.index.nodes(cst.Call):
+            if method_call_in(call, MODULE_ONLY_METHODS) and type(call.func.value) is cst.Name:
+                uses.add(call.func.value.value)
+        sem.__dict__["_checkpoint_parameter_owners"] = uses
+    if name.value in uses:
+        return Content(UNLOADABLE, "a whole nn.Module", name,
+                       f"save `{name.value}.state_dict()` and load it into a new model")
+    return _UNKNOWN
+
+
+def _definitions(sem, name: cst.Name):
+    """The definitions that may give `name` its value where it is read; for a name its own scope
+    does not bind, every definition in the scope that does."""
+    flow = sem.values.flow
+    definitions = flow.reaching(name)
+    if definitions is None:
+        return None
+    if definitions == ():
+        found = sem.scopes.binding_scope(name.value, name)
+        if found is None:
+            return None
+        definitions = tuple(flow.bindings(found[0], name.value))
+    return definitions
+
+
+def _combine(sem, parts, depth: int) -> Content:
+    """A container: refused when one element is, read when every element is."""
+    verdict = WEIGHTS
+    refused: Optional[Content] = None
+    keys = set()
+    for element, value in parts:
+        if value is None:  # `**other`, `*rest`
+            verdict = UNKNOWN
+            continue
+        content = saved_content(sem, value, depth + 1)
+        if content.verdict == UNLOADABLE:
+            refused = refused or content
+            key = getattr(element, "key", None)
+            if isinstance(key, cst.SimpleString):
+                keys.add(key.evaluated_value)
+        elif content.verdict == UNKNOWN:
+            verdict = UNKNOWN
+    if refused is not None:
+        instead = refused.instead.replace("{name}", "args")
+        return Content(UNLOADABLE, refused.what, refused.node, instead, frozenset(keys))
+    return _WEIGHTS if verdict == WEIGHTS else _UNKNOWN
+
+
+def _call_content(sem, call: cst.Call, depth: int) -> Optional[Content]:
+    func = call.func
+    if method_call_in(call, LOADABLE_METHODS):
+        return _WEIGHTS
+    if method_call(call, "parse_args"):
+        return Content(UNLOADABLE, "an argparse.Namespace", call, "save `vars({name})` (a dict of the options)")
+    if method_call_in(call, NUMPY_METHODS):
+        return Content(UNLOADABLE, "a NumPy array", call, "save the tensor itself, or `.tolist()`/`.item()`")
+    if isinstance(func, cst.Name) and func.value in LOADABLE_BUILTINS and sem.scopes.lookup(func.value, call) is None:
+        return _WEIGHTS
+    name = sem.qualified_name(func)
+    if name is not None and name.startswith("numpy.") and name[len("numpy."):] in NUMPY_FUNCTIONS:
+        return Content(UNLOADABLE, "a NumPy value", call, "save a tensor, or a Python number with `float(...)`")
+    if name in ("argparse.Namespace",):
+        return Content(UNLOADABLE, "an argparse.Namespace", call, "save a dict of the options")
+    if name in ("collections.defaultdict",):
+        return Content(UNLOADABLE, "a collections.defaultdict", call, "save `dict(...)` of it")
+    if name == "copy.deepcopy" and call.args and call.args[0].keyword is None:
+        return saved_content(sem, call.args[0].value, depth + 1)
+    returned = _returned_content(sem, call, depth)
+    if returned is not None:
+        return returned
+    value = sem.values.of(func)
+    if value.kind == CLASS:  # an instance of a class of this file (not a module: those are MODULE)
+        return Content(UNLOADABLE, "an instance of a class of this file", call, "save its fields as a dict")
+    return None
+
+
+def _returned_content(sem, call: cst.Call, depth: int) -> Optional[Content]:
+    """What a same-file function returns, when every `return` of it returns a refused value
+    (`def get_args(): return parser.parse_args()`), or every one returns what weights_only reads."""
+    if not isinstance(call.func, cst.Name):
+        return None
+    targets = sem.resolve_local_function(call, call)
+    if len(targets) != 1:
+        return None
+    returns = [r for r in sem.index.descendants(targets[0], cst.Return) if sem.function_of(r) is targets[0]]
+    if not returns or any(r.value is None for r in returns):
+        return None
+    contents = [saved_content(sem, r.value, depth + 1) for r in returns]
+    if all(c.verdict == UNLOADABLE for c in contents):
+        first = contents[0]
+        return Content(UNLOADABLE, first.what, call, first.instead, first.keys)
+    if all(c.verdict == WEIGHTS for c in contents):
+        return _WEIGHTS
+    return None
+
+
+def _assigned(sem, name: cst.Name) -> Optional[cst.BaseExpression]:
+    """The one expression `name` certainly holds where it is read: its reaching assignment in the
+    function, or, for a global the function does not bind, the module's single assignment."""
+    assigned = sem.assigned_value(name)
+    if assigned is not None:
+        return assigned
+    found = sem.scopes.binding_scope(name.value, name)
+    if found is None:
+        return None
+    scope, bindings = found
+    if scope is sem.scopes.scope_of(name) or type(scope) is not cst.Module:
+        return None
+    if len(bindings) == 1 and bindings[0].kind == "assign" and bindings[0].value is not None:
+        return bindings[0].value
+    return None
+
+
+# -- the file's saves and loads ------------------------------------------------------------------
+def is_torch_save(sem, call: cst.Call) -> bool:
+    return sem.is_torch(call, "torch.save")
+
+
+def is_torch_load(sem, call: cst.Call) -> bool:
+    return sem.is_torch(call, "torch.load")
+
+
+def argument(call: cst.Call, position: int, keyword: str) -> Optional[cst.BaseExpression]:
+    """The argument given at `position` or as `keyword=`."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [arg for arg in call.args if arg.keyword is None]
+    if any(arg.star for arg in positional[: position + 1]):
+        return None
+    return positional[position].value if len(positional) > position else None
+
+
+def saves(sem) -> Tuple[Save, ...]:
+    """Every `torch.save(obj, path)` of the file, with what `obj` holds."""
+    found = sem.__dict__.get("_checkpoint_saves")
+    if found is None:
+        items: List[Save] = []
+        if "torch.save" in sem.called_names:
+            for call in sem.index.nodes(cst.Call):
+                if not is_torch_save(sem, call):
+                    continue
+                obj = argument(call, 0, "obj")
+                if obj is None:
+                    continue
+                items.append(Save(call, obj, argument(call, 1, "f"), saved_content(sem, obj)))
+        found = sem.__dict__["_checkpoint_saves"] = tuple(items)
+    return found
+
+
+def path_key(sem, expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    """What identifies a checkpoint path: a string's value (also through a name that certainly
+    holds one), else the expression's text without spaces (`args.save_path`,
+    `os.path.join(args.dir, "best.pth")`, `f"{root}/model.pt"`)."""
+    if expr is None:
+        return None
+    if isinstance(expr, cst.Name):
+        opened = _opened_path(sem, expr)
+        if opened is not None:
+            return path_key(sem, opened)
+        assigned = _assigned(sem, expr)
+        if isinstance(assigned, cst.SimpleString):
+            expr = assigned
+    if isinstance(expr, cst.SimpleString):
+        return "str:" + str(expr.evaluated_value)
+    return "expr:" + "".join(sem.source(expr).split())
+
+
+def _opened_path(sem, name: cst.Name) -> Optional[cst.BaseExpression]:
+    """`P` for a file object `f` certainly bound by `with open(P, ...) as f`."""
+    definitions = sem.values.flow.reaching(name)
+    if not definitions or len(definitions) != 1 or definitions[0].kind != "with":
+        return None
+    opened = definitions[0].value
+    if type(opened) is cst.Call and type(opened.func) is cst.Name and opened.func.value == "open" \
+            and opened.args and opened.args[0].keyword is None and not opened.args[0].star:
+        return opened.args[0].value
+    return None
+
+
+def saves_by_path(sem) -> Dict[str, List[Save]]:
+    table: Dict[str, List[Save]] = {}
+    for save in saves(sem):
+        key = path_key(sem, save.path)
+        if key is not None:
+            table.setdefault(key, []).append(save)
+    return table
+
+
+__all__ = ["Content", "Save", "UNKNOWN", "UNLOADABLE", "WEIGHTS", "argument", "is_torch_load", "is_torch_save",
+           "path_key", "saved_content", "saves", "saves_by_path"]

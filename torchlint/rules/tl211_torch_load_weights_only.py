@@ -1,0 +1,243 @@
+"""TL211: `torch.load(path)` of a checkpoint that `weights_only=True` (the default since PyTorch
+2.6) cannot read: an argparse.Namespace, a whole model, NumPy values."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Set
+
+import libcst as cst
+
+from torchlint.analysis import checkpoints
+from torchlint.analysis.api_changes import BY_API
+from torchlint.analysis.semantic import method_call
+from torchlint.finding import Applicability, Severity
+from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
+
+_CHANGE = BY_API["torch.load"]  # the table's entry: weights_only's default flipped in 2.6
+_ALLOWLISTING = ("torch.serialization.add_safe_globals", "torch.serialization.safe_globals")
+
+
+class TorchLoadWeightsOnly(Rule):
+    code = "TL211"
+    name = "torch-load-weights-only"
+    summary = ("`torch.load(path)` of a checkpoint holding an argparse.Namespace, a whole model or NumPy values "
+               "raises UnpicklingError since PyTorch 2.6 (`weights_only=True` by default)")
+    fix_availability = "sometimes"
+    default_severity = Severity.WARNING
+    triggers = ("load",)
+    node_types = (cst.Call,)
+    confirmation_module = "tl211"
+    docs = """
+## What it does
+Flags `torch.load(...)` without `weights_only=` and judges, from what the same file saves with
+`torch.save`, whether the load will fail:
+
+- **error**: the load reads a checkpoint this file saves (the same path: the same string, the same
+  name, the same expression such as `os.path.join(args.dir, "best.pth")`, or a key of the saved dict
+  read back, `ckpt["args"]`) and that checkpoint holds something `weights_only=True` refuses: an
+  `argparse.Namespace` (`{"args": args}` where `args = parser.parse_args()`), a whole `nn.Module`
+  (`torch.save(model, path)`), an optimizer or scheduler object, NumPy values (`x.numpy()`,
+  `np.float64(...)`), a `collections.defaultdict`, an instance of a class of the file;
+- **warning**: the file saves such a checkpoint, and this load's path cannot be linked to it
+  (`torch.load(args.resume)`);
+- **note**: nothing known about what is loaded (no save in the file, or saves whose content is not
+  known): the load works for tensors and state dicts and raises for the rest; also a load with
+  `pickle_module=`, which (measured) makes torch.load default to `weights_only=False`, the full
+  unpickler, which runs code from the file.
+
+Not flagged: a load with an explicit `weights_only=` (either value: an informed choice); a load of
+what the file saves as tensors, numbers, strings and state dicts only (`model.state_dict()`,
+`optimizer.state_dict()`, `vars(args)`, `{"epoch": epoch, "model": model.state_dict()}`);
+`model.load_state_dict(torch.load(path))` and `state = torch.load(path)` ...
+`model.load_state_dict(state)` (a state dict is read); `torch.load(..., **kwargs)`;
+`torch.hub.load_state_dict_from_url`, `np.load`, `pickle.load` and a function of your own called
+`load`; a load inside `with torch.serialization.safe_globals([...]):` (the classes are
+allowlisted). `map_location=` does not change the judgement. In a file that allowlists globals
+with `torch.serialization.add_safe_globals` a finding is at most a note.
+
+## Why is this bad?
+PyTorch 2.6 changed the default of `torch.load`'s `weights_only` from `False` to `True`: the
+weights-only unpickler reads tensors, numbers, strings and containers of them, and refuses every
+other global. Measured on torch 2.13: loading a checkpoint that holds an `argparse.Namespace`, a
+whole `nn.Module`, an optimizer object, a NumPy scalar or array, or a `defaultdict` raises
+`_pickle.UnpicklingError: Weights only load failed ... Unsupported global: GLOBAL
+argparse.Namespace was not an allowed global by default`; a dict of state dicts, tensors, ints,
+floats and strings loads fine. Code written for PyTorch 1.x saves `{"args": args, ...}` and
+`torch.save(model, path)` freely; on today's PyTorch its "resume" or evaluation script stops at the
+load (or, under a bare `except`, silently never resumes).
+
+## Example
+```python
+args = parser.parse_args()
+torch.save({"args": args, "model": model.state_dict()}, "checkpoint.pth")
+checkpoint = torch.load("checkpoint.pth")
+```
+
+Use instead:
+```python
+args = parser.parse_args()
+torch.save({"args": vars(args), "model": model.state_dict()}, "checkpoint.pth")
+checkpoint = torch.load("checkpoint.pth")  # weights_only=True reads it
+```
+
+or, for a file you wrote yourself and trust, `torch.load("checkpoint.pth", weights_only=False)`.
+
+## Fix safety
+For an error or a warning the fix adds `weights_only=False`, which loads the checkpoint as PyTorch
+before 2.6 did. It is unsafe: `weights_only=False` runs the full unpickler, and unpickling a file
+can execute arbitrary code, so only do it for checkpoints you created yourself or got from a
+source you trust. The safe change is in the save: store `vars(args)` instead of `args`, a
+`state_dict()` instead of a whole model or optimizer, tensors or Python numbers instead of NumPy
+values; or allowlist the classes with `torch.serialization.add_safe_globals([...])`. Notes have no
+fix.
+
+## References
+- https://pytorch.org/docs/stable/generated/torch.load.html (weights_only)
+- https://pytorch.org/docs/stable/notes/serialization.html#weights-only
+- https://github.com/pytorch/pytorch/releases/tag/v2.6.0 (torch.load now uses weights_only=True)
+"""
+
+    def check(self, node: cst.Call, ctx: RuleContext) -> None:
+        sem = ctx.semantic
+        if not checkpoints.is_torch_load(sem, node):
+            return
+        if any(arg.star for arg in node.args) or checkpoints.argument(node, 99, _CHANGE.keyword) is not None:
+            return
+        if checkpoints.argument(node, 2, "pickle_module") is not None:
+            ctx.report(node, (
+                f"`{ctx.short(node, 40)}` with `pickle_module=` and no `weights_only=` loads with the full "
+                f"unpickler (`weights_only=False` is its default then), which can run code from the file; pass "
+                f"`weights_only=` explicitly"), severity=Severity.NOTE)
+            return
+        if _is_state_dict_argument(sem, node) or _inside_safe_globals(sem, node):
+            return
+        path = checkpoints.argument(node, 0, "f")
+        key = checkpoints.path_key(sem, path)
+        linked = checkpoints.saves_by_path(sem).get(key, []) if key is not None else []
+        allowlisted = any(name in sem.called_names for name in _ALLOWLISTING)
+        refused = [s for s in linked if s.content.verdict == checkpoints.UNLOADABLE]
+        if linked and not refused:
+            if all(s.content.verdict == checkpoints.WEIGHTS for s in linked):
+                return
+            self._note(node, ctx)
+            return
+        severity = Severity.ERROR
+        if not refused:
+            every = [s for s in checkpoints.saves(sem) if s.content.verdict == checkpoints.UNLOADABLE]
+            keys = _keys_read(sem, node)
+            refused = [s for s in every if s.content.keys & keys]
+            if not refused:
+                refused, severity = every, Severity.WARNING
+        if not refused:
+            self._note(node, ctx)
+            return
+        if allowlisted:
+            self._note(node, ctx)
+            return
+        save = refused[0]
+        content = save.content
+        holder = ctx.short(content.node, 30) if content.node is not None else "it"
+        linked_how = "the checkpoint it reads" if severity is Severity.ERROR else \
+            "if it reads the checkpoint this file saves, that checkpoint"
+        hidden = " (the `except` around it swallows the error: the checkpoint is silently never loaded)" \
+            if _caught_by_broad_except(sem, node) else ""
+        message = (
+            f"`{ctx.short(node, 40)}` raises `UnpicklingError: Weights only load failed`{hidden}: since PyTorch 2.6 "
+            f"`weights_only` defaults to True, and {linked_how} (`{ctx.short(save.call, 40)}`) holds "
+            f"{content.what} (`{holder}`); {content.instead.replace('{name}', 'args')}, or pass "
+            f"`weights_only=False` for a file you trust"
+        )
+        ctx.report(node, message, _fix(node), severity=severity)
+
+    def _note(self, node: cst.Call, ctx: RuleContext) -> None:
+        ctx.report(node, (
+            f"`{ctx.short(node, 40)}` loads with `weights_only=True` (the default since PyTorch 2.6): a checkpoint "
+            f"holding more than tensors, state dicts and plain Python values (an argparse.Namespace, a whole model, "
+            f"NumPy values) raises `UnpicklingError`; pass `weights_only=` to say which it is"), severity=Severity.NOTE)
+
+
+def _is_state_dict_argument(sem, call: cst.Call) -> bool:
+    """`model.load_state_dict(torch.load(path))`, or `state = torch.load(path)` then
+    `model.load_state_dict(state)` in the same function: what is loaded is a state dict (tensors
+    only, which `load_state_dict` needs anyway)."""
+    arg = sem.parent(call)
+    outer = sem.parent(arg) if isinstance(arg, cst.Arg) else None
+    if isinstance(outer, cst.Call) and method_call(outer, "load_state_dict") and outer.args \
+            and outer.args[0] is arg:
+        return True
+    name = _loaded_name(sem, call)
+    if name is None:
+        return False
+    scope = sem.function_of(call) or sem.module
+    return any(method_call(use, "load_state_dict") and use.args and isinstance(use.args[0].value, cst.Name)
+               and use.args[0].value.value == name for use in sem.index.descendants(scope, cst.Call))
+
+
+def _loaded_name(sem, call: cst.Call):
+    """`name` for `name = torch.load(...)`."""
+    assign = sem.parent(call)
+    if isinstance(assign, cst.Assign) and len(assign.targets) == 1 and isinstance(assign.targets[0].target, cst.Name):
+        return assign.targets[0].target.value
+    return None
+
+
+def _inside_safe_globals(sem, node: cst.CSTNode) -> bool:
+    """`with torch.serialization.safe_globals([...]): torch.load(...)`: the program allowlisted
+    what the checkpoint holds (an informed choice, as an explicit `weights_only=` is)."""
+    for ancestor in sem.ancestors(node):
+        if isinstance(ancestor, cst.With) and any(
+                isinstance(item.item, cst.Call) and sem.is_torch(item.item, _ALLOWLISTING[1]) for item in ancestor.items):
+            return True
+    return False
+
+
+def _caught_by_broad_except(sem, node: cst.CSTNode) -> bool:
+    """`node` is in the body of a `try` with a bare `except:` or `except Exception:` (in its
+    function)."""
+    child = node
+    for ancestor in sem.ancestors(node):
+        if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            return False
+        if isinstance(ancestor, cst.Try) and child is ancestor.body:
+            for handler in ancestor.handlers:
+                if handler.type is None or (isinstance(handler.type, cst.Name)
+                                            and handler.type.value in ("Exception", "BaseException")):
+                    return True
+        child = ancestor
+    return False
+
+
+def _keys_read(sem, call: cst.Call) -> Set[str]:
+    """The string keys read off the loaded object: `ckpt = torch.load(p)` then `ckpt["args"]`."""
+    name = _loaded_name(sem, call)
+    if name is None:
+        return set()
+    scope = sem.function_of(call) or sem.module
+    keys: Set[str] = set()
+    for subscript in sem.index.descendants(scope, cst.Subscript):
+        value = subscript.value
+        if not (isinstance(value, cst.Name) and value.value == name) or len(subscript.slice) != 1:
+            continue
+        index = subscript.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+            keys.add(str(index.value.evaluated_value))
+    return keys
+
+
+def _fix(call: cst.Call) -> FixSpec:
+    args: List[cst.Arg] = list(call.args)
+    added = cst.Arg(value=cst.Name("False"), keyword=cst.Name("weights_only"),
+                    equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                          whitespace_after=cst.SimpleWhitespace("")))
+    if args:
+        last = args[-1]
+        if last.comma is cst.MaybeSentinel.DEFAULT:
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        else:
+            # `f(a,\n)`: `f(a, weights_only=False,\n)`, the trailing comma and its line break kept.
+            added = added.with_changes(comma=last.comma)
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_before=last.comma.whitespace_before,
+                                                         whitespace_after=cst.SimpleWhitespace(" ")))
+    fixed: Optional[cst.Call] = call.with_changes(args=tuple(args) + (added,))
+    return FixSpec("Pass `weights_only=False` (only for a checkpoint you trust)", (Replace(call, fixed),),
+                   Applicability.UNSAFE)
