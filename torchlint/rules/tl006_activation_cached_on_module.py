@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import autograd, training
 from torchlint.analysis.value import LOSS
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
@@ -130,17 +130,25 @@ unknown).
     def _report(self, node, attribute: cst.Attribute, value, whole_value: bool, ctx: RuleContext,
                 appended: bool = False) -> None:
         """`whole_value`: the store's own value expression is known (not one element of a tuple
-        target), so `.detach()` can be appended to it, unless the forward reads it back."""
+        target), so `.detach()` can be appended to it, unless the forward reads it back or some
+        read of the attribute reaches a backward (detaching would change what is trained)."""
+        sem = ctx.semantic
         name = attribute.attr.value
-        read_later = _read_later_in_forward(ctx.semantic, attribute)
-        fixable = whole_value and not read_later
+        read_later = _read_later_in_forward(sem, attribute)
+        backpropagated = any(training.flows_into_backward(sem, read) for read in _reads(sem, attribute))
+        chained = _chains_calls(sem, value, name)
+        fixable = whole_value and not read_later and not backpropagated
         shown = ctx.short(value, 40)
         if appended:
             what = f"`self.{name}.append({shown})` in `forward` keeps every call's autograd graph alive"
             advice = f"append `{_detached_text(ctx.code(value), value)}`"
-            if not fixable:
+            if read_later:
                 advice += f" and compute this forward's output from the local value, not from `self.{name}`"
-        elif fixable:
+        elif chained:
+            what = (f"`self.{name}`, computed in `forward` from its previous value, chains every call's "
+                    f"autograd graph onto the last")
+            advice = f"update `self.{name}` from a detached value (or under `torch.no_grad()`)"
+        elif whole_value and not read_later:
             what = f"`{ctx.short(node, 40)} = {shown}` in `forward` keeps this call's autograd graph alive"
             advice = f"store `{_detached_text(ctx.code(value), value)}`"
         else:
@@ -149,30 +157,55 @@ unknown).
             if read_later:
                 advice = (f"keep the tensor in a local variable for this forward's output and store "
                           f"its `.detach()` in `self.{name}`")
-        message = (
-            f"{what} on the module (memory is not freed; a later backward through it fails with 'Trying "
-            f"to backward through the graph a second time'); {advice}"
-        )
+        if backpropagated:
+            # Read back into the loss of a later step (the same step's backward is `_loss_for_backward`).
+            harm = ("the later step's backward that reads it fails with 'Trying to backward through "
+                    "the graph a second time'")
+            severity = Severity.ERROR
+        elif appended or chained:
+            harm = "its memory grows with every call"
+            severity = Severity.WARNING
+        else:
+            harm = "its memory is not freed until the attribute is overwritten"
+            severity = Severity.WARNING
+        message = f"{what} on the module ({harm}); {advice}"
         fix = None
         if fixable:
             text = _detached_text(ctx.code(value), value)
             fix = FixSpec("Store `.detach()` of the value", (Replace(value, text),),
                           applicability=Applicability.UNSAFE)
-        ctx.report(node, message, fix)
+        ctx.report(node, message, fix, severity=severity)
+
+
+def _reads(sem, attribute: cst.Attribute) -> list:
+    """Every read of an attribute spelled like `attribute` (`self.loss`, `sl.loss`, `model.h`)
+    other than the store itself."""
+    name = attribute.attr.value
+    return [read for read in sem.index.nodes(cst.Attribute)
+            if read.attr.value == name and read is not attribute and not autograd.is_store(sem, read)]
+
+
+def _chains_calls(sem, value: cst.BaseExpression, name: str) -> bool:
+    """The stored value is computed from the attribute's previous value (`self.avg = 0.9 *
+    self.avg + 0.1 * h.mean()`, `Y, self.mean = bn(X, self.mean)`): each call's graph is linked
+    to the previous call's, so the chain grows for as long as the module runs."""
+    return any(read.attr.value == name and autograd.self_attribute(read) is not None
+               for read in sem.index.descendants(value, cst.Attribute))
 
 
 def _loss_for_backward(sem, stored, attribute: cst.Attribute) -> bool:
-    """A loss stored for the training loop to read back and backpropagate: a loss module whose
-    forward sets `self.loss = F.mse_loss(...)`, summed into the total loss (the PyTorch neural
-    style transfer tutorial). Detaching it would stop training. (An activation read back into a
-    later step's loss is the bug itself: its graph was freed by the previous backward.)"""
-    if stored.kind != LOSS:
-        return False
-    name = attribute.attr.value
-    for read in sem.index.nodes(cst.Attribute):
-        if read.attr.value != name or read is attribute or autograd.is_store(sem, read):
-            continue
-        if training.flows_into_backward(sem, read):
+    """An attribute the program reads back and backpropagates in the same step: a loss module
+    whose forward sets `self.loss = F.mse_loss(...)`, summed into the total loss (`style_score
+    += sl.loss`, `score = sum(sl.loss for sl in style_losses); score.backward()`, the PyTorch
+    neural style transfer tutorial), or any tensor attribute read after the forward and
+    backpropagated by a backward written after the read. Its graph is the current one, which
+    that backward frees: no leak, and detaching it would stop training. (An activation read
+    back into a later step's loss is the bug itself: its graph was freed by the previous
+    backward.)"""
+    for read in _reads(sem, attribute):
+        if stored.kind == LOSS and training.flows_into_backward(sem, read):
+            return True
+        if training.flows_into_backward(sem, read, after=True):
             return True
     return False
 
