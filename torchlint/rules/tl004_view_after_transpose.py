@@ -8,6 +8,7 @@ from torchlint.analysis import shapes
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import method_call
 from torchlint.analysis.value import PERMUTED
+from torchlint.finding import Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 class ViewAfterTranspose(Rule):
@@ -80,6 +81,8 @@ not flagged.
         dims = tensor.shape
         if dims is not None and shapes.view_only_splits(sem, dims, node):
             return  # `B, N, C = x.shape; x.transpose(1, 2).view(B, C, N)` is a no-op
+        if dims is not None and shapes.contiguous_apart_from_size_one(layout, dims):
+            return  # `torch.randn(n, 1).t()` moved only a size-1 dimension: still contiguous
         if not shapes.view_must_merge_reordered(layout, node):
             order = shapes.layout_order(layout)
             if dims is None or order is None or not shapes.view_merges_across_break(sem, dims, order, node):
@@ -88,11 +91,14 @@ not flagged.
         via = ""
         if source is not receiver and source is not None:
             via = f" (`{ctx.short(receiver, 30)}` comes from `{ctx.short(source, 40)}`)"
+        always = shapes.every_size_above_one(dims)
         ctx.report(
             node.func.attr,
-            f"`.view()` on a non-contiguous tensor from `{_operation(source)}` may fail{via}; "
-            "use `.reshape(...)` or `.contiguous().view(...)`",
+            f"`.view()` on a non-contiguous tensor from `{_operation(source)}` "
+            f"{'fails' if always else 'may fail'}{via}; use `.reshape(...)` or `.contiguous().view(...)`",
             FixSpec("Insert `.contiguous()` before `.view()`", (Replace(node.func.attr, "contiguous().view"),)),
+            # Every size known and above 1: it raises on every run; else only for some shapes.
+            severity=Severity.ERROR if always else Severity.WARNING,
         )
 
 
