@@ -681,6 +681,15 @@ class TorchSemantics:
                 dtype = legacy[0]
                 if legacy[1]:
                     device = Device(CUDA, None, call)
+            elif call.args:
+                # `imgs.type(Tensor)` with `Tensor = torch.cuda.FloatTensor if cuda else
+                # torch.FloatTensor`, `x.type_as(y)`: the target may be on another device; a dtype
+                # (`x.type(torch.float16)`) keeps it.
+                target = self.value(call.args[0].value, frame)
+                if method == "type_as":
+                    device = target.device if target.kind in TENSOR_KINDS else None
+                elif target.kind != DTYPE:
+                    device = None
         autograd = tensor.autograd
         if autograd == AG_LEAF and change != _NO_CHANGE:
             autograd = AG_GRAPH if change == _CHANGE else AG_REQUIRES
