@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import evaluation, training
 from torchlint.analysis.semantic import Semantic, method_call
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 
@@ -69,12 +69,23 @@ variables and sigmoids applied by the model are left alone.
         if source is None:
             return
         via = "" if source is argument else f" (`{ctx.short(source, 40)}`)"
+        model = evaluation.activation_in_model(sem, source, node)
+        advice = "use `BCEWithLogitsLoss` / `binary_cross_entropy_with_logits` on the logits"
+        if model is not None:
+            advice = (f"the sigmoid is applied inside the model (by `{model}`): make its `forward` return "
+                      f"the logits (drop the final sigmoid) and {advice}")
+        if evaluation.backpropagated_anywhere(sem, node):
+            harm = "at large logits the sigmoid saturates, the loss clamps and the gradient vanishes"
+            severity = Severity.WARNING  # only where logits grow large: depends on data and training
+        else:
+            harm = ("nothing backpropagates it here, but at large logits the sigmoid saturates and the "
+                    "loss it reports is clamped")
+            severity = Severity.NOTE
         ctx.report(
             argument,
-            f"`{ctx.short(argument, 40)}` is a sigmoid output{via} fed to BCELoss: at large logits "
-            "the sigmoid saturates, the loss clamps and the gradient vanishes; use "
-            "`BCEWithLogitsLoss` / `binary_cross_entropy_with_logits` on the logits",
+            f"`{ctx.short(argument, 40)}` is a sigmoid output{via} fed to BCELoss: {harm}; {advice}",
             _fix(sem, node, functional, argument, source),
+            severity=severity,
         )
 
 
