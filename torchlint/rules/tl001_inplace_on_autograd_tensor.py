@@ -30,6 +30,13 @@ class InplaceOnAutogradTensor(Rule):
     triggers = ("_(", "=")
     node_types = (cst.Call, cst.AugAssign, cst.AssignTarget)
     confirmation_module = "tl001"
+    severity_docs = """
+An **error** when the write goes into a leaf that requires grad (a parameter, a
+`requires_grad=True` factory) outside `no_grad`: autograd raises `a leaf Variable that requires
+grad is being used in an in-place operation` at that line on every run. A **warning** when it
+writes into an input of `forward`: the caller's tensor changes silently, and backward fails only
+where autograd saved that tensor.
+"""
     docs = """
 ## What it does
 Flags an in-place tensor operation — an in-place method (`add_`, `sub_`, `mul_`, `div_`,

@@ -19,6 +19,12 @@ class ViewAfterTranspose(Rule):
     triggers = ("view",)
     node_types = (cst.Call,)
     confirmation_module = "tl004"
+    severity_docs = """
+An **error** when the shape facet knows every size of the transposed tensor and all
+are above 1 (`torch.randn(3, 4).t().view(12)`): the view raises on every run. A **warning**
+otherwise: the view fails for most shapes but works when a dimension it merges has size 1, so it
+depends on the data's shape.
+"""
     docs = """
 ## What it does
 Flags `.view(shape)` applied to the result of `.permute()`, `.transpose()`, `.t()`, `.T`, `.mT`,

@@ -22,6 +22,14 @@ class ActivationCachedOnModule(Rule):
     triggers = ("self.",)
     node_types = (cst.Assign, cst.AnnAssign, cst.Call)
     confirmation_module = "tl006"
+    severity_docs = """
+An **error** when a read of the stored attribute reaches the backward of a later step
+(`previous = model.last` then a loss on `previous`): that backward fails with `Trying to backward
+through the graph a second time`. A **warning** otherwise: the graph and its saved activations
+stay alive on the module until the attribute is overwritten, and a list attribute (or a value
+computed from its previous value, such as a running average) keeps every call's graph: memory
+that grows with the number of calls.
+"""
     docs = """
 ## What it does
 Flags, inside `nn.Module.forward`, `self.attr = t`, `self.attr[k] = t`, `out, self.attr = ...` and

@@ -24,6 +24,12 @@ class HardCodedCuda(Rule):
     triggers = ("cuda",)
     node_types = (cst.Call, cst.Attribute)
     confirmation_module = "tl008"
+    severity_docs = """
+An **error** when the file itself chooses its device (`torch.device("cuda" if
+torch.cuda.is_available() else "cpu")`, `if args.cuda:`, a `--no-cuda` option): the code says it
+runs without a GPU, and there the hard-coded placement raises. A **warning** when the only choice
+is a `device` parameter of the enclosing function: it raises only for callers that pass the CPU.
+"""
     docs = """
 ## What it does
 Flags a tensor or module placed on CUDA by hard-coding — `.cuda()`, `.cuda(0)`,

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis import devices
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, method_call, method_call_in
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.analysis.value import MODULE, PARAMETER
 from torchlint.rules.base import FixSpec, Rebracket, Replace, Rule, RuleContext
 
@@ -26,6 +26,12 @@ class UnregisteredSubmodules(Rule):
     triggers = ("__init__",)
     node_types = (cst.Assign,)
     confirmation_module = "tl101"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: submodules held in a plain list, tuple or dict are not registered, so
+`model.parameters()` omits them (the optimizer never trains them), `model.to(device)` does not move
+them and `state_dict()` does not save them: the model trains wrongly.
+"""
     docs = """
 ## What it does
 Flags, in an `nn.Module.__init__`, a plain Python container of submodules or parameters stored

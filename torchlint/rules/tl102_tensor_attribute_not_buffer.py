@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis import devices
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import Semantic, keyword, method_call
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 # A use of the attribute through one of these shows the author handles device/dtype by hand
@@ -30,6 +30,12 @@ class TensorAttributeNotBuffer(Rule):
     triggers = ("__init__",)
     node_types = (cst.Assign,)
     confirmation_module = "tl102"
+    default_severity = Severity.WARNING
+    severity_docs = """
+A **warning**: a plain tensor attribute breaks only when the model is moved or
+cast (`model.to(device)`, `.double()`) or saved and loaded: whether that happens depends on how
+the module is used.
+"""
     docs = """
 ## What it does
 Flags, in an `nn.Module.__init__`, a tensor created with a torch factory and stored as a plain

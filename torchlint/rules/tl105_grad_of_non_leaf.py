@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis import evaluation
 from torchlint.analysis.value import AG_GRAPH
 from torchlint.analysis.semantic import method_call
+from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
 
 
@@ -18,6 +19,12 @@ class GradOfNonLeaf(Rule):
     triggers = ("grad",)
     node_types = (cst.Attribute,)
     confirmation_module = "tl105"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: `.grad` of a non-leaf tensor is None after backward (torch warns that
+a non-leaf `.grad` is being accessed), so the code that reads it either fails on None or works
+on a gradient that is not there.
+"""
     docs = """
 ## What it does
 Flags reading `y.grad` when `y` is certainly a non-leaf tensor that requires grad: the result of

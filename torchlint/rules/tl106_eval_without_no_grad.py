@@ -25,6 +25,13 @@ class EvalWithoutNoGrad(Rule):
     triggers = ("val", "test", "predict", "infer", "train")
     node_types = (cst.Call,)
     confirmation_module = "tl106"
+    severity_docs = """
+A **warning**: an evaluation loop that runs with autograd on keeps each batch's graph
+and saved activations while its outputs live: memory and time per batch that grow with the model
+and the batch size. A **note** where the loop detaches the outputs in place right away
+(`outputs.detach_()`): the graphs are freed each batch, and only the forward's extra work
+remains.
+"""
     docs = """
 ## What it does
 Flags a model call inside a loop that is evaluation — the loop follows `model.eval()` in the same

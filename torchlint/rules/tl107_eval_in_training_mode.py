@@ -22,6 +22,13 @@ class EvalInTrainingMode(Rule):
     triggers = ("Dropout", "BatchNorm", "InstanceNorm", "torchvision")
     node_types = (cst.Call,)
     confirmation_module = "tl107"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: an evaluation in training mode gives random outputs (Dropout) and
+normalises with the batch's statistics while updating the running statistics (BatchNorm), so the
+reported numbers are wrong; an `eval()` never undone in a training loop trains every later epoch
+in the wrong mode.
+"""
     docs = """
 ## What it does
 Flags two ways of evaluating a model in the wrong mode.

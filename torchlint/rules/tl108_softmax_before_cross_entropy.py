@@ -26,6 +26,12 @@ class SoftmaxBeforeCrossEntropy(Rule):
     triggers = ("softmax", "Softmax")
     node_types = (cst.Call,)
     confirmation_module = "tl108"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: CrossEntropyLoss/NLLLoss on softmax probabilities computes the wrong
+loss on every batch: gradients shrink and training stalls (or, where nothing is backpropagated,
+the reported loss is wrong).
+"""
     docs = """
 ## What it does
 Flags the prediction argument of `nn.CrossEntropyLoss` (an instance built in this file),

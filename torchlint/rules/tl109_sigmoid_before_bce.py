@@ -20,6 +20,12 @@ class SigmoidBeforeBCE(Rule):
     triggers = ("sigmoid", "Sigmoid", "expit")
     node_types = (cst.Call,)
     confirmation_module = "tl109"
+    severity_docs = """
+A **warning** where the loss is backpropagated: sigmoid then BCELoss saturates only
+at large logits (the loss clamps and the gradient vanishes), which depends on the data and how
+training goes. A **note** where nothing backpropagates it (an evaluation, a file that never
+trains): only the reported loss is clamped at saturation.
+"""
     docs = """
 ## What it does
 Flags the prediction argument of `nn.BCELoss` (an instance built in this file) or

@@ -22,6 +22,12 @@ class VolatileVariable(Rule):
     triggers = ("volatile",)
     node_types = (cst.Call,)
     confirmation_module = "tl202"
+    severity_docs = """
+A **warning** on an evaluation input: `volatile=True` is ignored since PyTorch 0.4, so
+every evaluation batch builds and keeps an autograd graph (memory per batch). A **note** on a
+label or target, and in a training step: the keyword is ignored and autograd must stay on there,
+so nothing changes but the warning torch prints.
+"""
     docs = """
 ## What it does
 Flags `Variable(x, volatile=...)` (`torch.autograd.Variable`) unless the value is literally

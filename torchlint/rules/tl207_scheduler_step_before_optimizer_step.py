@@ -26,6 +26,12 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     triggers = ("lr_scheduler",)
     node_types = (cst.Call,)
     confirmation_module = "tl207"
+    default_severity = Severity.WARNING
+    severity_docs = """
+A **warning**: stepping the scheduler before the optimizer runs the schedule one
+step ahead (a decay one epoch early for StepLR/MultiStepLR, the first learning rate never used
+for the others): training differs by one step of the schedule, it does not break.
+"""
     docs = """
 ## What it does
 Flags `scheduler.step()` (a `torch.optim.lr_scheduler` scheduler, called without arguments) that
