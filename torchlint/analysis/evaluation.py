@@ -182,7 +182,7 @@ def activation_in_model(sem: Semantic, source: Optional[cst.CSTNode], loss: cst.
     """When the softmax/sigmoid `activation_output` found is applied inside a model (a call of a
     same-file module or a container ending in the activation, not `nn.Softmax(dim=1)(x)` itself,
     or anything applied in a method of a module class other than the one computing `loss`):
-    the text of that call, for advice that points at the model's `forward`."""
+    "" or, where a method of the model applies it, ` (in `decode`)`; None when not in a model."""
     if not isinstance(source, cst.Call):
         return None
     function = sem.function_of(source)
@@ -197,8 +197,7 @@ def activation_in_model(sem: Semantic, source: Optional[cst.CSTNode], loss: cst.
         if qualified.startswith(("torch.nn.Softmax", "torch.nn.Sigmoid", "torch.nn.LogSoftmax",
                                  "torch.nn.modules.activation.")):
             return None
-    text = " ".join(sem.module.code_for_node(source).split())
-    return text if len(text) <= 40 else text[:39] + "…"
+    return f" (in `{function.name.value}`)" if in_forward else ""
 
 
 def backpropagated_anywhere(sem: Semantic, loss: cst.CSTNode) -> bool:

@@ -90,12 +90,11 @@ probabilities may be used elsewhere.
         model = evaluation.activation_in_model(sem, source, node)
         if model is not None:
             if kind == "ce":
-                advice = (f"the softmax is applied inside the model (by `{model}`): make its `forward` return "
-                          "the logits (drop the final softmax) and apply softmax only where probabilities "
+                advice = (f"the softmax is applied inside the model{model}: make the model return "
+                          "the logits (drop that softmax) and apply softmax only where probabilities "
                           "are needed")
             else:
-                advice = (f"the softmax is applied inside the model (by `{model}`): make its `forward` end in "
-                          "`log_softmax`")
+                advice = (f"the softmax is applied inside the model{model}: use `log_softmax` there")
         via = "" if source is argument else f" (`{ctx.short(source, 40)}`)"
         trains = evaluation.backpropagated_anywhere(sem, node)
         harm = "gradients shrink and training stalls" if trains else "the loss it reports is wrong"

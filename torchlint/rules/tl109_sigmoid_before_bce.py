@@ -78,8 +78,8 @@ variables and sigmoids applied by the model are left alone.
         model = evaluation.activation_in_model(sem, source, node)
         advice = "use `BCEWithLogitsLoss` / `binary_cross_entropy_with_logits` on the logits"
         if model is not None:
-            advice = (f"the sigmoid is applied inside the model (by `{model}`): make its `forward` return "
-                      f"the logits (drop the final sigmoid) and {advice}")
+            advice = (f"the sigmoid is applied inside the model{model}: make the model return the "
+                      f"logits (drop that sigmoid) and {advice}")
         if evaluation.backpropagated_anywhere(sem, node):
             harm = "at large logits the sigmoid saturates, the loss clamps and the gradient vanishes"
             severity = Severity.WARNING  # only where logits grow large: depends on data and training
