@@ -7,7 +7,6 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import autograd, training
-from torchlint.analysis.value import LOSS
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -67,7 +66,10 @@ class LM(nn.Module):
 ```
 
 ## Fix safety
-The fix appends `.detach()` to the stored value (`self.f = t` becomes `self.f = t.detach()`, also
+No fix either where any read of the attribute reaches a backward: detaching it would change what
+is trained (measured on torch 2.13: the style transfer recipe with `self.loss = F.mse_loss(...).detach()`
+raises `element 0 of tensors does not require grad and does not have a grad_fn`). Otherwise the
+fix appends `.detach()` to the stored value (`self.f = t` becomes `self.f = t.detach()`, also
 for `self.f[k] = t` and `self.f.append(t)`) and is unsafe: code that deliberately backpropagates
 through the cached tensor (truncated BPTT across calls, a loss on a stored attention map) stops
 receiving gradients. There is no fix for tuple targets (`out, self.h = self.rnn(x)`), nor where
@@ -80,8 +82,11 @@ one element of a tuple target (`Y, self.state = self.rnn(X, state)`, where `self
 module passed to `__init__`; `Y, self.moving_mean, self.moving_var = batch_norm(...)`).
 
 Not flagged: non-tensors (`x.shape`, `x.size(0)`, flags, strings, `None` to clear a cache),
-a loss a loss module stores for the training loop to backpropagate (`self.loss = F.mse_loss(...)`
-read back into the loss, as the neural style transfer tutorial does), key/value caches filled
+an attribute that the program reads after the forward and backpropagates in the same step (a
+backward written after the read, in any function of the file): a loss module's `self.loss =
+F.mse_loss(...)` summed into the total loss, as the neural style transfer recipe does (`score =
+sum(sl.loss for sl in style_losses); score.backward()`), unless some read carries it into a
+later step's backward; key/value caches filled
 under `if use_cache:` (generation runs under `no_grad`), re-storing the same attribute moved to
 a device (`self.m = self.m.to(x.device)`),
 values already detached (`.detach()`, `.detach().cpu()`, `.item()`, `.clone().detach()`), buffer
@@ -143,7 +148,8 @@ unknown).
         sem = ctx.semantic
         name = attribute.attr.value
         read_later = _read_later_in_forward(sem, attribute)
-        backpropagated = any(training.flows_into_backward(sem, read) for read in _reads(sem, attribute))
+        reads = _reads(sem, attribute)
+        backpropagated = any(training.flows_into_backward(sem, read) for read in reads)
         chained = _chains_calls(sem, value, name)
         fixable = whole_value and not read_later and not backpropagated
         shown = ctx.short(value, 40)
@@ -165,7 +171,7 @@ unknown).
             if read_later:
                 advice = (f"keep the tensor in a local variable for this forward's output and store "
                           f"its `.detach()` in `self.{name}`")
-        if backpropagated:
+        if _carried_into_later_step(sem, reads):
             # Read back into the loss of a later step (the same step's backward is `_loss_for_backward`).
             harm = ("the later step's backward that reads it fails with 'Trying to backward through "
                     "the graph a second time'")
@@ -202,20 +208,25 @@ def _chains_calls(sem, value: cst.BaseExpression, name: str) -> bool:
 
 
 def _loss_for_backward(sem, stored, attribute: cst.Attribute) -> bool:
-    """An attribute the program reads back and backpropagates in the same step: a loss module
-    whose forward sets `self.loss = F.mse_loss(...)`, summed into the total loss (`style_score
-    += sl.loss`, `score = sum(sl.loss for sl in style_losses); score.backward()`, the PyTorch
-    neural style transfer tutorial), or any tensor attribute read after the forward and
-    backpropagated by a backward written after the read. Its graph is the current one, which
+    """An attribute the program reads back and backpropagates in the same step: read after the
+    forward and backpropagated by a backward written after the read, as a loss module's
+    `self.loss = F.mse_loss(...)` summed into the total loss (`style_score += sl.loss`, `score =
+    sum(sl.loss for sl in style_losses); score.backward()`, the PyTorch neural style transfer
+    tutorial). Its graph is the current one, which
     that backward frees: no leak, and detaching it would stop training. (An activation read
     back into a later step's loss is the bug itself: its graph was freed by the previous
     backward.)"""
-    for read in _reads(sem, attribute):
-        if stored.kind == LOSS and training.flows_into_backward(sem, read):
-            return True
-        if training.flows_into_backward(sem, read, after=True):
-            return True
-    return False
+    reads = _reads(sem, attribute)
+    return any(training.flows_into_backward(sem, read, after=True) for read in reads) \
+        and not _carried_into_later_step(sem, reads)
+
+
+def _carried_into_later_step(sem, reads) -> bool:
+    """Some read reaches a backward only one written before it (`previous = model.last` after
+    `loss.backward()`, then `loss = loss + f(previous)` in the next iteration): the graph it
+    holds was freed by the step that made it."""
+    return any(training.flows_into_backward(sem, read) and not training.flows_into_backward(sem, read, after=True)
+               for read in reads)
 
 
 def _read_later_in_forward(sem, attribute: cst.Attribute) -> bool:
