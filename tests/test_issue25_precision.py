@@ -264,3 +264,19 @@ def test_severity_docs_on_every_rule_but_tl201():
         docs = getattr(rule, "severity_docs", "")
         assert docs.strip(), rule.code
         assert any(word in docs for word in ("**error**", "**warning**", "**note**")), rule.code
+
+
+def test_tl101_error_only_where_an_optimizer_trains_the_model():
+    source = """
+        import torch
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = [nn.Linear(2, 2) for _ in range(3)]
+        model = Net()
+        {optimizer}
+    """
+    trained = one(source.format(optimizer="opt = torch.optim.SGD(model.parameters(), lr=0.1)"), "TL101")
+    assert trained.severity is Severity.ERROR and "never trains them" in trained.message
+    assert one(source.format(optimizer="pass"), "TL101").severity is Severity.WARNING
