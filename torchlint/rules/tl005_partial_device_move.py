@@ -29,7 +29,8 @@ class PartialDeviceMove(Rule):
     severity_docs = """
 An **error**: moving one submodule (or one layer of a container) leaves the rest of
 the model where it was built, and the first forward on the accelerator raises `Expected all
-tensors to be on the same device`.
+tensors to be on the same device` wherever that device is an accelerator, which is what the
+move is for.
 """
     docs = """
 ## What it does

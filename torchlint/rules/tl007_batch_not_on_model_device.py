@@ -23,7 +23,8 @@ class BatchNotOnModelDevice(Rule):
     default_severity = Severity.ERROR
     severity_docs = """
 An **error**: the batch stays on the CPU while the model was moved, so the forward
-(or the loss) raises `Expected all tensors to be on the same device` on the first batch.
+(or the loss) raises `Expected all tensors to be on the same device` on the first batch
+wherever the model's device is an accelerator, which is what the move is for.
 """
     docs = """
 ## What it does
