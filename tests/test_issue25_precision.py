@@ -280,3 +280,17 @@ def test_tl101_error_only_where_an_optimizer_trains_the_model():
     trained = one(source.format(optimizer="opt = torch.optim.SGD(model.parameters(), lr=0.1)"), "TL101")
     assert trained.severity is Severity.ERROR and "never trains them" in trained.message
     assert one(source.format(optimizer="pass"), "TL101").severity is Severity.WARNING
+
+
+def test_tl106_volatile_input_bound_before_the_loop():
+    finding = one("""
+        import torch
+        import torch.nn as nn
+        from torch.autograd import Variable
+        net = nn.Linear(4, 2)
+        test_x = Variable(torch.randn(8, 4), volatile=True)
+        net.eval()
+        for step in range(3):
+            print(net(test_x).argmax(1))
+    """, "TL106")
+    assert "`volatile=True` does not help" in finding.message

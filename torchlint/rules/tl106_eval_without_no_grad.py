@@ -121,7 +121,7 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
         else:
             harm = "every output keeps its graph and saved activations"
             severity = Severity.WARNING  # memory per batch: harm grows with batch and model size
-        volatile = _volatile_relied_on(sem, loop, scope)
+        volatile = _volatile_relied_on(sem, loop, scope) or _volatile_input(sem, node)
         if volatile is not None:
             harm += (f"; `{volatile}` does not help: `volatile` was removed in PyTorch 0.4 and is "
                      "ignored (torch 2.13 warns 'volatile was removed and now has no effect')")
@@ -154,6 +154,22 @@ def _volatile_relied_on(sem: Semantic, loop, scope) -> Optional[str]:
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "volatile" and is_true(arg.value):
                 return sem.module.code_for_node(arg).strip().rstrip(",")
+    return None
+
+
+def _volatile_input(sem: Semantic, node: cst.Call) -> Optional[str]:
+    """An argument of the model call bound to `Variable(..., volatile=True)` (`test_x =
+    Variable(x, volatile=True)` at the top of a script): the text of the keyword."""
+    for arg in node.args:
+        if not isinstance(arg.value, cst.Name):
+            continue
+        for binding in sem.scopes.lookup(arg.value.value, arg.value) or ():
+            value = binding.value
+            if binding.kind != "assign" or not isinstance(value, cst.Call):
+                continue
+            for keyword in value.args:
+                if keyword.keyword is not None and keyword.keyword.value == "volatile" and is_true(keyword.value):
+                    return sem.module.code_for_node(keyword).strip().rstrip(",")
     return None
 
 
