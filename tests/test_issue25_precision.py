@@ -294,3 +294,22 @@ def test_tl106_volatile_input_bound_before_the_loop():
             print(net(test_x).argmax(1))
     """, "TL106")
     assert "`volatile=True` does not help" in finding.message
+
+
+def test_tl102_error_where_an_instance_is_moved():
+    source = """
+        import torch
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 3)
+                self.scale = torch.ones(3)
+            def forward(self, x):
+                return self.fc(x) * self.scale
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net(){move}
+    """
+    moved = one(source.format(move=".to(device)"), "TL102")
+    assert moved.severity is Severity.ERROR and "after `Net().to(device)`" in moved.message
+    assert one(source.format(move=""), "TL102").severity is Severity.WARNING
