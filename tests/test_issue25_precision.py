@@ -313,3 +313,15 @@ def test_tl102_error_where_an_instance_is_moved():
     moved = one(source.format(move=".to(device)"), "TL102")
     assert moved.severity is Severity.ERROR and "after `Net().to(device)`" in moved.message
     assert one(source.format(move=""), "TL102").severity is Severity.WARNING
+
+
+def test_tl105_error_when_used_as_a_gradient_warning_when_shown():
+    found = {f.start.row: f.severity for f in lint("""
+        import torch
+        x = torch.ones(2, requires_grad=True)
+        y = x * 2
+        y.sum().backward()
+        print(y.grad)
+        z = x - 0.1 * y.grad
+    """, "TL105")}
+    assert found == {6: Severity.WARNING, 7: Severity.ERROR}
