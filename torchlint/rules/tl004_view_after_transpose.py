@@ -41,8 +41,11 @@ memory order, so `.view(n, -1)` (2 sizes for 3 runs) must merge across a break a
 split a dimension) is not. A view of the same rank over a tensor whose every neighbouring pair
 was reordered can only be a no-op, and is flagged unless the code spells the shape out and the
 view keeps it (`B, N, C = x.shape` then `x.transpose(1, 2).view(B, C, N)`). Not flagged either:
-`view(*shape)`, `view(shape)`, `view(x.size())`, and transposes with arguments that are not
-literal integers — their effect is not known.
+`view(*shape)`, `view(shape)`, `view(x.size())`, transposes with arguments that are not
+literal integers — their effect is not known — and transposes that move only dimensions the
+code spells as size 1 (`torch.randn(n, 1).t().view(-1)`, `x.view(-1, 1).t()`): a size-1
+dimension's stride does not matter, so the result is contiguous (measured on torch 2.13:
+`torch.randn(5, 1).t().is_contiguous()` is True and its `.view(-1)` works).
 
 ## Why is this bad?
 Transposing only swaps strides; the data stays where it was. `.view()` never copies, so for most
