@@ -323,5 +323,6 @@ def test_tl105_error_when_used_as_a_gradient_warning_when_shown():
         y.sum().backward()
         print(y.grad)
         z = x - 0.1 * y.grad
+        (x.grad, y.grad)
     """, "TL105")}
-    assert found == {6: Severity.WARNING, 7: Severity.ERROR}
+    assert found == {6: Severity.WARNING, 7: Severity.ERROR, 8: Severity.WARNING}

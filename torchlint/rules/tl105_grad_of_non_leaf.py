@@ -110,8 +110,11 @@ _SHOWING_FUNCTIONS = {"print", "repr", "str", "display"}
 
 
 def _only_shown(sem, node: cst.Attribute) -> bool:
-    """`print(y.grad)`, `y.grad is None`: the value is shown or tested, not used as a gradient."""
+    """`print(y.grad)`, `y.grad is None`, a cell ending in `(x.grad, y.grad)`: the value is shown
+    or tested, not used as a gradient."""
     parent = sem.parent(node)
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
+        node, parent = parent, sem.parent(parent)
     if isinstance(parent, cst.Arg):
         call = sem.parent(parent)
         return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in _SHOWING_FUNCTIONS
