@@ -206,7 +206,7 @@ def test_an_import_from_another_cell_is_known():
                      "        self.layers = [nn.Linear(2, 2) for _ in range(3)]\n")
     data = notebook(("code", "import torch.nn as nn\n"), ("markdown", "## Model"), model).encode()
     findings = lint_notebook("nb.ipynb", data, select_rules()).findings
-    assert [(f.code, f.cell, f.start.row, f.start.column, f.fixable) for f in findings] == [("TL101", 3, 4, 23, True)]
+    assert [(f.code, f.cell, f.start.row, f.start.column, f.fix is not None) for f in findings] == [("TL101", 3, 4, 23, True)]
     # alone, the cell cannot tell that `nn` is torch.nn
     assert lint_notebook("nb.ipynb", notebook(model).encode(), select_rules()).findings == []
 

@@ -98,7 +98,9 @@ class Finding:
 
     @property
     def fixable(self) -> bool:
-        return self.fix is not None
+        """`--fix` applies the fix (as ruff's `[*]`): only safe fixes; an unsafe one needs
+        `--unsafe-fixes` and is counted as a hidden fix."""
+        return self.fix is not None and self.fix.applicability is Applicability.SAFE
 
 
 @dataclass

@@ -110,14 +110,25 @@ def requires_grad_turned_off(sem: "Semantic", expr: cst.BaseExpression, node: cs
                     owner = dotted_name(iterable.func.value)
                     if owner is not None:
                         owners.add(owner)
+    # `fused.weight` of a module switched off as a whole in the same function
+    # (`fused.requires_grad_(False)`, `fused = nn.Conv2d(...).requires_grad_(False)`: layer fusion).
+    modules = {name[:end] for end in range(len(name)) if name[end] == "."}
+    function = sem.function_of(node)
     for assign in sem.index.descendants(scope, cst.Assign):
         for target in assign.targets:
             t = target.target
             if isinstance(t, cst.Attribute) and t.attr.value == "requires_grad" and dotted_name(t.value) == name \
                     and _may_run_before(sem, assign, node):
                 return True
+            # `fused = nn.Conv2d(...).requires_grad_(False)`: made without grad.
+            if dotted_name(t) in modules and method_call(assign.value, "requires_grad_") and assign.value.args \
+                    and not _is_true_literal(assign.value.args[0].value) and _may_run_before(sem, assign, node):
+                return True
     for call in sem.index.nodes(cst.Call):
-        if method_call(call, "requires_grad_") and dotted_name(call.func.value) in owners:
+        if not method_call(call, "requires_grad_"):
+            continue
+        owner = dotted_name(call.func.value)
+        if owner in owners or owner in modules and sem.function_of(call) is function:
             if call.args and not _is_true_literal(call.args[0].value) and _may_run_before(sem, call, node):
                 return True
     child = node

@@ -16,6 +16,7 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.interpreter import GRAD_OFF
 from torchlint.analysis.semantic import Semantic, keyword, method_call
+from torchlint.analysis.value import MODULE
 
 # -- grad mode ----------------------------------------------------------------------------------
 
@@ -175,3 +176,31 @@ def activation_output(sem: Semantic, expr: Optional[cst.BaseExpression], kind: s
     if value.activation is not None and value.activation[0] == kind:
         return value.activation[1]
     return None
+
+
+def activation_in_model(sem: Semantic, source: Optional[cst.CSTNode], loss: cst.CSTNode) -> Optional[str]:
+    """When the softmax/sigmoid `activation_output` found is applied inside a model (a call of a
+    same-file module or a container ending in the activation, not `nn.Softmax(dim=1)(x)` itself,
+    or anything applied in a method of a module class other than the one computing `loss`):
+    "" or, where a method of the model applies it, ` (in `decode`)`; None when not in a model."""
+    if not isinstance(source, cst.Call):
+        return None
+    function = sem.function_of(source)
+    # Applied in a method of a module class (`forward`, `decode`), away from the loss.
+    in_forward = function is not None and function is not sem.function_of(loss) \
+        and sem.is_module_class(sem.class_of_method(function))
+    value = sem.values.of(source.func)
+    if not in_forward:
+        if value.kind != MODULE or value.module is None:
+            return None
+        qualified = value.module.qualified or ""
+        if qualified.startswith(("torch.nn.Softmax", "torch.nn.Sigmoid", "torch.nn.LogSoftmax",
+                                 "torch.nn.modules.activation.")):
+            return None
+    return f" (in `{function.name.value}`)" if in_forward else ""
+
+
+def backpropagated_anywhere(sem: Semantic, loss: cst.CSTNode) -> bool:
+    """Whether the loss computed at `loss` may be backpropagated: not under `no_grad`, in a file
+    that computes gradients somewhere."""
+    return not certainly_no_grad(sem, loss) and has_backward(sem, sem.module)

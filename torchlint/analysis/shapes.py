@@ -217,3 +217,36 @@ def layout_order(layout: "Layout") -> Optional[List[int]]:
     if len(ranks) != 1:
         return None
     return permutation(layout.operation, layout.numbers, ranks[0])
+
+
+# -- what known sizes tell ---------------------------------------------------------------------------
+
+def is_size_one(dim: Dim) -> bool:
+    """The dimension's size is spelled `1` (`torch.randn(n, 1)`, `x.view(-1, 1)`)."""
+    return _int(dim.size) == 1
+
+
+def contiguous_apart_from_size_one(layout: "Layout", dims: Sequence[Dim]) -> bool:
+    """Whether a PERMUTED tensor of (result) dimensions `dims` is contiguous after all: the
+    dimensions the permutation moved that are not of size 1 still lie in memory order. A size-1
+    dimension's stride never matters, so `torch.randn(n, 1).t()` is contiguous and every
+    `.view()` of it works (measured on torch 2.13: `is_contiguous()` is True)."""
+    if layout.order is not None:
+        order = list(layout.order)
+    elif layout.operation is not None:
+        order = permutation(layout.operation, layout.numbers, len(dims))
+    else:
+        return False
+    if order is None or len(order) != len(dims) or not any(is_size_one(d) for d in dims):
+        return False
+    kept = [source for source, dim in zip(order, dims) if not is_size_one(dim)]
+    return kept == sorted(kept)
+
+
+def every_size_above_one(dims: Optional[Sequence[Dim]]) -> bool:
+    """Every dimension's size is a literal integer of 2 or more: no size-1 dimension can save a
+    view that merges across a broken boundary."""
+    if not dims:
+        return False
+    sizes = [_int(d.size) for d in dims]
+    return all(size is not None and size >= 2 for size in sizes)

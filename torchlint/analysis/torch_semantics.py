@@ -319,7 +319,8 @@ class TorchSemantics:
             return Value(CRITERION, AG_NONE, detail=_canonical(qualified), site=call, role=role)
         stochastic = None
         if api.STOCHASTIC_LAYERS.match(_canonical(qualified)):
-            if not (member.startswith("InstanceNorm") and not _is_true(_keyword(call, "track_running_stats"))):
+            if not (member.startswith("InstanceNorm") and not _is_true(_keyword(call, "track_running_stats"))) \
+                    and not (member in api.DROPOUT_MODULES and _drops_nothing(call)):
                 stochastic = member
         activation = api.ACTIVATION_MODULES.get(_canonical(qualified))
         parts = None
@@ -680,6 +681,15 @@ class TorchSemantics:
                 dtype = legacy[0]
                 if legacy[1]:
                     device = Device(CUDA, None, call)
+            elif call.args:
+                # `imgs.type(Tensor)` with `Tensor = torch.cuda.FloatTensor if cuda else
+                # torch.FloatTensor`, `x.type_as(y)`: the target may be on another device; a dtype
+                # (`x.type(torch.float16)`) keeps it.
+                target = self.value(call.args[0].value, frame)
+                if method == "type_as":
+                    device = target.device if target.kind in TENSOR_KINDS else None
+                elif target.kind != DTYPE:
+                    device = None
         autograd = tensor.autograd
         if autograd == AG_LEAF and change != _NO_CHANGE:
             autograd = AG_GRAPH if change == _CHANGE else AG_REQUIRES
@@ -854,3 +864,19 @@ def _keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
 
 def _is_true(node) -> bool:
     return type(node) is cst.Name and node.value == "True"
+
+
+def _drops_nothing(call: cst.Call) -> bool:
+    """`nn.Dropout(0)`, `nn.Dropout(p=0.0)`: a dropout layer with probability 0 is the identity in
+    training mode too (measured on torch 2.13: `nn.Dropout(0)(x)` equals `x` in train mode)."""
+    p = _keyword(call, "p")
+    if p is None and call.args and call.args[0].keyword is None and not call.args[0].star:
+        p = call.args[0].value
+    if isinstance(p, cst.Integer):
+        return int(p.value, 0) == 0
+    if isinstance(p, cst.Float):
+        try:
+            return float(p.value) == 0.0
+        except ValueError:
+            return False
+    return False

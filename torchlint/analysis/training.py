@@ -421,11 +421,19 @@ def derived_names(sem: "Semantic", scope: cst.CSTNode, names: Set[str]) -> Set[s
     return found
 
 
-def flows_into_backward(sem: "Semantic", expr: cst.CSTNode) -> bool:
+_COMPREHENSIONS = (cst.GeneratorExp, cst.ListComp, cst.SetComp, cst.DictComp)
+
+
+def flows_into_backward(sem: "Semantic", expr: cst.CSTNode, after: bool = False) -> bool:
     """Whether the value of `expr` reaches a backward pass in its own function: a backward target
     contains it, or contains a name built from it there (`style_score += sl.loss; loss =
-    style_score + content_score; loss.backward()`)."""
+    style_score + content_score; loss.backward()`, also `score = sum(sl.loss for sl in
+    losses)`: a comprehension's value belongs to the function around it). `after`: only a
+    backward written after `expr` counts (the same step's backward, not the one of a step that
+    ran before the value was read)."""
     scope = sem.scopes.scope_of(expr)
+    while isinstance(scope, _COMPREHENSIONS):
+        scope = sem.scopes.scope_of(scope)
     statement = sem.statement_of(expr)
     names: Set[str] = set()
     if isinstance(statement, (cst.Assign, cst.AugAssign)):
@@ -436,10 +444,13 @@ def flows_into_backward(sem: "Semantic", expr: cst.CSTNode) -> bool:
                 names.add(root.value)
     derived = derived_names(sem, scope, names) if names else set()
     calls = sem.index.descendants(scope, cst.Call) if not isinstance(scope, cst.Module) else sem.index.nodes(cst.Call)
+    here = sem.index.order[expr]
     for call in calls:
+        if after and sem.index.order[call] < here:
+            continue
         target = backward_target(sem, call)
         if target is None:
             continue
         if sem.index.contains(target, expr) or any(_mentions(sem, target, n) for n in derived):
             return True
-    return bool(derived & backwarded_names(sem, scope))
+    return not after and bool(derived & backwarded_names(sem, scope))

@@ -14,7 +14,7 @@ def location(finding: Finding) -> str:
 
 
 def line(finding: Finding) -> str:
-    marker = " [*]" if finding.fix is not None else ""
+    marker = " [*]" if finding.fixable else ""
     return f"{location(finding)}: {finding.code}{marker} {finding.message}"
 
 
@@ -59,7 +59,7 @@ def _errors(count: int) -> str:
 
 def write_statistics(findings: List[Finding], stream: TextIO) -> None:
     counts = Counter((f.code, f.rule_name) for f in findings)
-    fixable = Counter(f.code for f in findings if f.fix is not None)
+    fixable = Counter(f.code for f in findings if f.fixable)
     for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         marker = "[*]" if fixable[code] else "   "
         stream.write(f"{count:>5}\t{code}\t{marker} {name}\n")

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis import training
 from torchlint.analysis.semantic import method_call
 from torchlint.analysis.value import identity
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, InsertBefore, Rule, RuleContext
 
 
@@ -21,6 +21,12 @@ class StepWithoutZeroGrad(Rule):
     triggers = ("step", ".grad")
     node_types = (cst.Call, cst.AugAssign, cst.Assign)
     confirmation_module = "tl002"
+    default_severity = Severity.ERROR
+    severity_docs = """
+Always an **error**: a loop whose steps never clear the gradients (or clear them
+between the backward pass and the step) trains on the sum of every earlier gradient, or on none:
+the model trains wrongly on every run.
+"""
     docs = """
 ## What it does
 Flags the optimizer step (`opt.step()`, `scaler.step(opt)`) inside a loop whose body runs a

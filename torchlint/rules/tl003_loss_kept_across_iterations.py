@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis import training
 from torchlint.analysis.semantic import method_call
 from torchlint.analysis.value import GRAD_OFF
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 # (kind, container, grown elements, statement)
@@ -26,6 +26,13 @@ class LossKeptAcrossIterations(Rule):
     triggers = ("append", "extend", "+")
     node_types = (cst.Call, cst.AugAssign, cst.Assign)
     confirmation_module = "tl003"
+    default_severity = Severity.WARNING
+    severity_docs = """
+A **warning**: keeping each iteration's loss with its graph (`total += loss`,
+`losses.append(loss)`) holds every iteration's autograd graph and saved activations; the harm is
+memory that grows with the number of iterations and the model's size, up to running out of
+memory on a long run.
+"""
     docs = """
 ## What it does
 Flags, inside a loop, `xs.append(t)`, `xs.extend([t])`, `xs += [t]`, `d[k].append(t)`,

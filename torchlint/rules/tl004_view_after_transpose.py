@@ -8,6 +8,7 @@ from torchlint.analysis import shapes
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import method_call
 from torchlint.analysis.value import PERMUTED
+from torchlint.finding import Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 class ViewAfterTranspose(Rule):
@@ -18,6 +19,12 @@ class ViewAfterTranspose(Rule):
     triggers = ("view",)
     node_types = (cst.Call,)
     confirmation_module = "tl004"
+    severity_docs = """
+An **error** when the shape facet knows every size of the transposed tensor and all
+are above 1 (`torch.randn(3, 4).t().view(12)`): the view raises on every run. A **warning**
+otherwise: the view fails for most shapes but works when a dimension it merges has size 1, so it
+depends on the data's shape.
+"""
     docs = """
 ## What it does
 Flags `.view(shape)` applied to the result of `.permute()`, `.transpose()`, `.t()`, `.T`, `.mT`,
@@ -34,8 +41,11 @@ memory order, so `.view(n, -1)` (2 sizes for 3 runs) must merge across a break a
 split a dimension) is not. A view of the same rank over a tensor whose every neighbouring pair
 was reordered can only be a no-op, and is flagged unless the code spells the shape out and the
 view keeps it (`B, N, C = x.shape` then `x.transpose(1, 2).view(B, C, N)`). Not flagged either:
-`view(*shape)`, `view(shape)`, `view(x.size())`, and transposes with arguments that are not
-literal integers — their effect is not known.
+`view(*shape)`, `view(shape)`, `view(x.size())`, transposes with arguments that are not
+literal integers — their effect is not known — and transposes that move only dimensions the
+code spells as size 1 (`torch.randn(n, 1).t().view(-1)`, `x.view(-1, 1).t()`): a size-1
+dimension's stride does not matter, so the result is contiguous (measured on torch 2.13:
+`torch.randn(5, 1).t().is_contiguous()` is True and its `.view(-1)` works).
 
 ## Why is this bad?
 Transposing only swaps strides; the data stays where it was. `.view()` never copies, so for most
@@ -80,6 +90,8 @@ not flagged.
         dims = tensor.shape
         if dims is not None and shapes.view_only_splits(sem, dims, node):
             return  # `B, N, C = x.shape; x.transpose(1, 2).view(B, C, N)` is a no-op
+        if dims is not None and shapes.contiguous_apart_from_size_one(layout, dims):
+            return  # `torch.randn(n, 1).t()` moved only a size-1 dimension: still contiguous
         if not shapes.view_must_merge_reordered(layout, node):
             order = shapes.layout_order(layout)
             if dims is None or order is None or not shapes.view_merges_across_break(sem, dims, order, node):
@@ -88,11 +100,14 @@ not flagged.
         via = ""
         if source is not receiver and source is not None:
             via = f" (`{ctx.short(receiver, 30)}` comes from `{ctx.short(source, 40)}`)"
+        always = shapes.every_size_above_one(dims)
         ctx.report(
             node.func.attr,
-            f"`.view()` on a non-contiguous tensor from `{_operation(source)}` may fail{via}; "
-            "use `.reshape(...)` or `.contiguous().view(...)`",
+            f"`.view()` on a non-contiguous tensor from `{_operation(source)}` "
+            f"{'fails' if always else 'may fail'}{via}; use `.reshape(...)` or `.contiguous().view(...)`",
             FixSpec("Insert `.contiguous()` before `.view()`", (Replace(node.func.attr, "contiguous().view"),)),
+            # Every size known and above 1: it raises on every run; else only for some shapes.
+            severity=Severity.ERROR if always else Severity.WARNING,
         )
 
 

@@ -10,6 +10,7 @@ from torchlint.analysis import devices
 from torchlint.analysis.value import MODULE, PARAMETER
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, keyword, method_call_in
+from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
 
 _CPU_TEXTS = {"cpu:", "to:'cpu'", 'to:"cpu"', "to:torch.device('cpu')", 'to:torch.device("cpu")'}
@@ -24,6 +25,13 @@ class PartialDeviceMove(Rule):
     triggers = (".to", ".cuda", ".cpu", ".xpu", ".mps")
     node_types = (cst.Assign, cst.Expr)
     confirmation_module = "tl005"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: moving one submodule (or one layer of a container) leaves the rest of
+the model where it was built, and the first forward on the accelerator raises `Expected all
+tensors to be on the same device` wherever that device is an accelerator, which is what the
+move is for.
+"""
     docs = """
 ## What it does
 Flags a device move (`.cuda()`, `.cpu()`, `.to(device)`; not `.to(dtype)` or `.half()`) that

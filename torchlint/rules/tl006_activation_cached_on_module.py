@@ -7,8 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import autograd, training
-from torchlint.analysis.value import LOSS
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
@@ -22,6 +21,14 @@ class ActivationCachedOnModule(Rule):
     triggers = ("self.",)
     node_types = (cst.Assign, cst.AnnAssign, cst.Call)
     confirmation_module = "tl006"
+    severity_docs = """
+An **error** when a read of the stored attribute reaches the backward of a later step
+(`previous = model.last` then a loss on `previous`): that backward fails with `Trying to backward
+through the graph a second time`. A **warning** otherwise: the graph and its saved activations
+stay alive on the module until the attribute is overwritten, and a list attribute (or a value
+computed from its previous value, such as a running average) keeps every call's graph: memory
+that grows with the number of calls.
+"""
     docs = """
 ## What it does
 Flags, inside `nn.Module.forward`, `self.attr = t`, `self.attr[k] = t`, `out, self.attr = ...` and
@@ -59,7 +66,10 @@ class LM(nn.Module):
 ```
 
 ## Fix safety
-The fix appends `.detach()` to the stored value (`self.f = t` becomes `self.f = t.detach()`, also
+No fix either where any read of the attribute reaches a backward: detaching it would change what
+is trained (measured on torch 2.13: the style transfer recipe with `self.loss = F.mse_loss(...).detach()`
+raises `element 0 of tensors does not require grad and does not have a grad_fn`). Otherwise the
+fix appends `.detach()` to the stored value (`self.f = t` becomes `self.f = t.detach()`, also
 for `self.f[k] = t` and `self.f.append(t)`) and is unsafe: code that deliberately backpropagates
 through the cached tensor (truncated BPTT across calls, a loss on a stored attention map) stops
 receiving gradients. There is no fix for tuple targets (`out, self.h = self.rnn(x)`), nor where
@@ -72,8 +82,11 @@ one element of a tuple target (`Y, self.state = self.rnn(X, state)`, where `self
 module passed to `__init__`; `Y, self.moving_mean, self.moving_var = batch_norm(...)`).
 
 Not flagged: non-tensors (`x.shape`, `x.size(0)`, flags, strings, `None` to clear a cache),
-a loss a loss module stores for the training loop to backpropagate (`self.loss = F.mse_loss(...)`
-read back into the loss, as the neural style transfer tutorial does), key/value caches filled
+an attribute that the program reads after the forward and backpropagates in the same step (a
+backward written after the read, in any function of the file): a loss module's `self.loss =
+F.mse_loss(...)` summed into the total loss, as the neural style transfer recipe does (`score =
+sum(sl.loss for sl in style_losses); score.backward()`), unless some read carries it into a
+later step's backward; key/value caches filled
 under `if use_cache:` (generation runs under `no_grad`), re-storing the same attribute moved to
 a device (`self.m = self.m.to(x.device)`),
 values already detached (`.detach()`, `.detach().cpu()`, `.item()`, `.clone().detach()`), buffer
@@ -130,17 +143,26 @@ unknown).
     def _report(self, node, attribute: cst.Attribute, value, whole_value: bool, ctx: RuleContext,
                 appended: bool = False) -> None:
         """`whole_value`: the store's own value expression is known (not one element of a tuple
-        target), so `.detach()` can be appended to it, unless the forward reads it back."""
+        target), so `.detach()` can be appended to it, unless the forward reads it back or some
+        read of the attribute reaches a backward (detaching would change what is trained)."""
+        sem = ctx.semantic
         name = attribute.attr.value
-        read_later = _read_later_in_forward(ctx.semantic, attribute)
-        fixable = whole_value and not read_later
+        read_later = _read_later_in_forward(sem, attribute)
+        reads = _reads(sem, attribute)
+        backpropagated = any(training.flows_into_backward(sem, read) for read in reads)
+        chained = _chains_calls(sem, value, name)
+        fixable = whole_value and not read_later and not backpropagated
         shown = ctx.short(value, 40)
         if appended:
             what = f"`self.{name}.append({shown})` in `forward` keeps every call's autograd graph alive"
             advice = f"append `{_detached_text(ctx.code(value), value)}`"
-            if not fixable:
+            if read_later:
                 advice += f" and compute this forward's output from the local value, not from `self.{name}`"
-        elif fixable:
+        elif chained:
+            what = (f"`self.{name}`, computed in `forward` from its previous value, chains every call's "
+                    f"autograd graph onto the last")
+            advice = f"update `self.{name}` from a detached value (or under `torch.no_grad()`)"
+        elif whole_value and not read_later:
             what = f"`{ctx.short(node, 40)} = {shown}` in `forward` keeps this call's autograd graph alive"
             advice = f"store `{_detached_text(ctx.code(value), value)}`"
         else:
@@ -149,32 +171,62 @@ unknown).
             if read_later:
                 advice = (f"keep the tensor in a local variable for this forward's output and store "
                           f"its `.detach()` in `self.{name}`")
-        message = (
-            f"{what} on the module (memory is not freed; a later backward through it fails with 'Trying "
-            f"to backward through the graph a second time'); {advice}"
-        )
+        if _carried_into_later_step(sem, reads):
+            # Read back into the loss of a later step (the same step's backward is `_loss_for_backward`).
+            harm = ("the later step's backward that reads it fails with 'Trying to backward through "
+                    "the graph a second time'")
+            severity = Severity.ERROR
+        elif appended or chained:
+            harm = "its memory grows with every call"
+            severity = Severity.WARNING
+        else:
+            harm = "its memory is not freed until the attribute is overwritten"
+            severity = Severity.WARNING
+        message = f"{what} on the module ({harm}); {advice}"
         fix = None
         if fixable:
             text = _detached_text(ctx.code(value), value)
             fix = FixSpec("Store `.detach()` of the value", (Replace(value, text),),
                           applicability=Applicability.UNSAFE)
-        ctx.report(node, message, fix)
+        ctx.report(node, message, fix, severity=severity)
+
+
+def _reads(sem, attribute: cst.Attribute) -> list:
+    """Every read of an attribute spelled like `attribute` (`self.loss`, `sl.loss`, `model.h`)
+    other than the store itself."""
+    name = attribute.attr.value
+    return [read for read in sem.index.nodes(cst.Attribute)
+            if read.attr.value == name and read is not attribute and not autograd.is_store(sem, read)]
+
+
+def _chains_calls(sem, value: cst.BaseExpression, name: str) -> bool:
+    """The stored value is computed from the attribute's previous value (`self.avg = 0.9 *
+    self.avg + 0.1 * h.mean()`, `Y, self.mean = bn(X, self.mean)`): each call's graph is linked
+    to the previous call's, so the chain grows for as long as the module runs."""
+    return any(read.attr.value == name and autograd.self_attribute(read) is not None
+               for read in sem.index.descendants(value, cst.Attribute))
 
 
 def _loss_for_backward(sem, stored, attribute: cst.Attribute) -> bool:
-    """A loss stored for the training loop to read back and backpropagate: a loss module whose
-    forward sets `self.loss = F.mse_loss(...)`, summed into the total loss (the PyTorch neural
-    style transfer tutorial). Detaching it would stop training. (An activation read back into a
-    later step's loss is the bug itself: its graph was freed by the previous backward.)"""
-    if stored.kind != LOSS:
-        return False
-    name = attribute.attr.value
-    for read in sem.index.nodes(cst.Attribute):
-        if read.attr.value != name or read is attribute or autograd.is_store(sem, read):
-            continue
-        if training.flows_into_backward(sem, read):
-            return True
-    return False
+    """An attribute the program reads back and backpropagates in the same step: read after the
+    forward and backpropagated by a backward written after the read, as a loss module's
+    `self.loss = F.mse_loss(...)` summed into the total loss (`style_score += sl.loss`, `score =
+    sum(sl.loss for sl in style_losses); score.backward()`, the PyTorch neural style transfer
+    tutorial). Its graph is the current one, which
+    that backward frees: no leak, and detaching it would stop training. (An activation read
+    back into a later step's loss is the bug itself: its graph was freed by the previous
+    backward.)"""
+    reads = _reads(sem, attribute)
+    return any(training.flows_into_backward(sem, read, after=True) for read in reads) \
+        and not _carried_into_later_step(sem, reads)
+
+
+def _carried_into_later_step(sem, reads) -> bool:
+    """Some read reaches a backward only one written before it (`previous = model.last` after
+    `loss.backward()`, then `loss = loss + f(previous)` in the next iteration): the graph it
+    holds was freed by the step that made it."""
+    return any(training.flows_into_backward(sem, read) and not training.flows_into_backward(sem, read, after=True)
+               for read in reads)
 
 
 def _read_later_in_forward(sem, attribute: cst.Attribute) -> bool:

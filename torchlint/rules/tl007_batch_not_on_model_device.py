@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import device_state, devices
 from torchlint.analysis.semantic import Semantic
+from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
 
 
@@ -19,6 +20,12 @@ class BatchNotOnModelDevice(Rule):
     triggers = ("DataLoader",)
     node_types = (cst.Call,)
     confirmation_module = "tl007"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: the batch stays on the CPU while the model was moved, so the forward
+(or the loss) raises `Expected all tensors to be on the same device` on the first batch
+wherever the model's device is an accelerator, which is what the move is for.
+"""
     docs = """
 ## What it does
 In a loop over a `torch.utils.data.DataLoader`, flags a batch element that reaches a model call

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis import device_guards
 from torchlint.analysis.value import CRITERION, MODULE, TENSOR_KINDS
 from torchlint.analysis.semantic import Semantic, method_call
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 # Keyword arguments of `.cuda()` that `.to()` takes too.
@@ -24,6 +24,12 @@ class HardCodedCuda(Rule):
     triggers = ("cuda",)
     node_types = (cst.Call, cst.Attribute)
     confirmation_module = "tl008"
+    severity_docs = """
+An **error** when the file itself chooses its device (`torch.device("cuda" if
+torch.cuda.is_available() else "cpu")`, `if args.cuda:`, a `--no-cuda` option): the code says it
+runs without a GPU, and there the hard-coded placement raises. A **warning** when the only choice
+is a `device` parameter of the enclosing function: it raises only for callers that pass the CPU.
+"""
     docs = """
 ## What it does
 Flags a tensor or module placed on CUDA by hard-coding — `.cuda()`, `.cuda(0)`,
@@ -98,22 +104,63 @@ scope, and none for the legacy `torch.cuda.*Tensor` types.
         fix = _fix(ctx, sem, hard, device)
         if fix is not None:
             advice = f"use `{fix.message.split('`')[1]}`"
+        elif hard.kind == "type":
+            advice = ("make the tensor with `torch.tensor(..., device=device)` / `torch.zeros(..., "
+                      "device=device)` or cast with `.float()` and move it with `.to(device)`")
+            if device is None:
+                advice += f" (define `device` from {_describe_choice(ctx, choice)} first)"
+        elif device is not None:
+            advice = f"place it with the device the code chose (`.to({device})`)"
         else:
-            advice = "place it with the device the code chose (`.to(device)`)"
+            advice = ("place it with the device the code chose: define `device = torch.device(\"cuda\" if "
+                      "torch.cuda.is_available() else \"cpu\")` (or follow an input's own `x.device`) and "
+                      "use `.to(device)`")
+        if hard.kind == "type":
+            error = "`TypeError: type torch.cuda.FloatTensor not available`" if _is_construction(sem, node) \
+                else "a CUDA error (`Torch not compiled with CUDA enabled` or `Cannot initialize CUDA`)"
+        else:
+            error = "`AssertionError: Torch not compiled with CUDA enabled`"
         ctx.report(
             node,
             f"`{ctx.short(node, 40)}` hard-codes CUDA in code that chooses its device "
-            f"({_describe_choice(ctx, choice)}): without a GPU it fails with `AssertionError: Torch "
-            f"not compiled with CUDA enabled` — {advice}",
+            f"({_describe_choice(ctx, choice)}): without a GPU it fails with {error} — {advice}",
             fix,
+            # The file's own choice says it runs without a GPU, where this line raises; a
+            # `device` parameter only says that some caller may pass the CPU.
+            severity=Severity.ERROR if device_guards.file_device_choice(sem) is not None else Severity.WARNING,
         )
+
+
+def _is_construction(sem: Semantic, node: cst.CSTNode) -> bool:
+    """`torch.cuda.FloatTensor(3)`, or an alias of the type called (`Tensor = torch.cuda.FloatTensor`
+    then `Tensor(3)`): the constructor raises the TypeError. `x.type(torch.cuda.FloatTensor)`
+    raises when it initialises CUDA."""
+    parent = sem.parent(node)
+    if isinstance(parent, cst.Call) and parent.func is node:
+        return True
+    return isinstance(parent, (cst.Assign, cst.AnnAssign, cst.IfExp))
 
 
 def _moves_nothing(sem: Semantic, node: cst.CSTNode) -> bool:
     """`nn.CrossEntropyLoss().cuda()`: a weightless torch loss has nothing to move, and the move
     works on a machine without a GPU."""
-    return isinstance(node, cst.Call) and method_call(node, "cuda", "to") and \
-        sem.values.is_weightless_torch_loss(sem.values.of(node.func.value))
+    if not (isinstance(node, cst.Call) and method_call(node, "cuda", "to")
+            and sem.values.is_weightless_torch_loss(sem.values.of(node.func.value))):
+        return False
+    # `criterion.weight = w` gives it a tensor to move after all.
+    spelled = _spelled(node.func.value)
+    return spelled is None or not any(
+        isinstance(sem.parent(a), cst.AssignTarget) and a.attr.value in ("weight", "pos_weight")
+        and _spelled(a.value) == spelled for a in sem.index.nodes(cst.Attribute))
+
+
+def _spelled(expr: cst.BaseExpression) -> Optional[str]:
+    """`criterion` / `self.criterion` as written, or None for anything else."""
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name):
+        return f"{expr.value.value}.{expr.attr.value}"
+    return None
 
 
 def _device_choice(sem: Semantic, node: cst.CSTNode) -> Optional[cst.CSTNode]:

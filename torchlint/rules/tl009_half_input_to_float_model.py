@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import device_guards, device_state
 from torchlint.analysis.semantic import Semantic
+from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
 
 
@@ -19,6 +20,11 @@ class HalfInputToFloatModel(Rule):
     triggers = ("half", "float16", "HalfTensor")
     node_types = (cst.Call,)
     confirmation_module = "tl009"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: a half-precision input to a float32 model raises `mat1 and mat2 must
+have the same dtype` at the first layer.
+"""
     docs = """
 ## What it does
 Flags a model call that gets an input converted to half precision — `x.half()`,

@@ -7,9 +7,10 @@ from typing import Iterable, Optional, Tuple, Union
 import libcst as cst
 
 from torchlint.analysis import devices
+from torchlint.analysis import torch_api as api
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, method_call, method_call_in
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.analysis.value import MODULE, PARAMETER
 from torchlint.rules.base import FixSpec, Rebracket, Replace, Rule, RuleContext
 
@@ -26,6 +27,13 @@ class UnregisteredSubmodules(Rule):
     triggers = ("__init__",)
     node_types = (cst.Assign,)
     confirmation_module = "tl101"
+    severity_docs = """
+An **error** when the file builds an optimizer over the parameters of an instance of the class
+(`torch.optim.Adam(model.parameters())` with `model = Net()`): the listed submodules are never
+trained, so the model trains wrongly. A **warning** otherwise: the harm (not moved by `.to()`, not
+saved by `state_dict()`, not trained by an optimizer over `parameters()`) depends on how the
+module is used; a network whose layers each keep their own optimizer still trains.
+"""
     docs = """
 ## What it does
 Flags, in an `nn.Module.__init__`, a plain Python container of submodules or parameters stored
@@ -107,11 +115,17 @@ import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateles
         fix = None
         if spelled is not None:
             fix = FixSpec(f"Wrap in `{shown}`", (_wrap(value, spelled, ctx),), Applicability.UNSAFE)
+        optimized = _optimized_instance(sem, klass)
         ctx.report(
             value,
             f"`self.{attr}` holds {what} in a plain {container}{how}: they are not registered, so "
-            f"`parameters()`, `.to()` and `state_dict()` miss them — use `{shown}`",
+            f"`parameters()`, `.to()` and `state_dict()` miss them"
+            f"{f' (`{ctx.short(optimized, 40)}` never trains them)' if optimized is not None else ''}"
+            f" — use `{shown}`",
             fix,
+            # An optimizer over the model's parameters leaves them untrained: it trains wrongly.
+            # Otherwise the harm depends on use (moved, saved, or trained through their own optimizer).
+            severity=Severity.ERROR if optimized is not None else Severity.WARNING,
         )
 
 
@@ -263,3 +277,20 @@ def _registered_elsewhere(attr: str, node: cst.Assign, klass: Optional[cst.Class
 
 
 __all__ = ["UnregisteredSubmodules"]
+
+
+def _optimized_instance(sem: Semantic, klass) -> Optional[cst.Call]:
+    """An optimizer of this file built over the parameters of an instance of `klass`
+    (`torch.optim.Adam(model.parameters())` where `model = Net()`), or None."""
+    if klass is None:
+        return None
+    for call in sem.index.nodes(cst.Call):
+        name = sem.qualified_name(call.func)
+        if name is None or not api.is_optimizer_class(name):
+            continue
+        for inner in sem.index.descendants(call, cst.Call):
+            if method_call(inner, "parameters", "named_parameters"):
+                owner = sem.values.of(inner.func.value)
+                if owner.kind == MODULE and owner.module is not None and owner.module.klass is klass:
+                    return call
+    return None

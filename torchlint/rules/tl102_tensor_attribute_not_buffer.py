@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 import libcst as cst
 
 from torchlint.analysis import devices
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import Semantic, keyword, method_call
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 # A use of the attribute through one of these shows the author handles device/dtype by hand
@@ -30,6 +30,13 @@ class TensorAttributeNotBuffer(Rule):
     triggers = ("__init__",)
     node_types = (cst.Assign,)
     confirmation_module = "tl102"
+    default_severity = Severity.WARNING
+    severity_docs = """
+An **error** when the file moves an instance of the class to a device (`Net().to(device)`,
+`model.cuda()`): the plain tensor stays behind and forward mixes devices wherever that device is
+an accelerator. A **warning** otherwise: the harm (a later move, a cast such as `.double()`, a
+`state_dict()` that lacks the tensor) depends on how the module is used.
+"""
     docs = """
 ## What it does
 Flags, in an `nn.Module.__init__`, a tensor created with a torch factory and stored as a plain
@@ -111,12 +118,17 @@ classes that override `_apply` or `to`.
             (Replace(node, f'self.register_buffer("{attr}", {ctx.code(value)}, persistent=False)'),),
             Applicability.UNSAFE,
         )
+        moved = _moved_instance(sem, klass)
         ctx.report(
             target,
             f"`self.{attr}` is a plain tensor attribute: `model.to(device)`/`.double()` leave it on its "
-            f"old device and dtype, so forward will mix devices — use "
+            f"old device and dtype, so forward will mix devices"
+            f"{f' after `{ctx.short(moved, 40)}`' if moved is not None else ''} — use "
             f"`self.register_buffer(\"{attr}\", ...)`",
             fix,
+            # A move of an instance in this file makes forward mix devices where the device is an
+            # accelerator; otherwise the harm depends on how the module is used.
+            severity=Severity.ERROR if moved is not None else Severity.WARNING,
         )
 
 
@@ -206,3 +218,19 @@ def _metadata_use(use: cst.Attribute, sem: Semantic) -> bool:
 
 
 __all__ = ["TensorAttributeNotBuffer"]
+
+
+_ACCELERATOR_MOVES = devices.DEVICE_MOVE_METHODS - {"cpu"}
+
+
+def _moved_instance(sem: Semantic, klass) -> Optional[cst.Call]:
+    """A call of this file that moves an instance of `klass` to a device (`Net().to(device)`,
+    `model.cuda()` with `model = Net()`), or None. (A dtype cast alone, `.double()`, breaks only
+    some operations: elementwise ones promote.)"""
+    for call in sem.index.nodes(cst.Call):
+        if not (method_call(call, *_ACCELERATOR_MOVES) or method_call(call, "to") and devices.is_device_move(sem, call)):
+            continue
+        owner = sem.values.of(call.func.value)
+        if owner.module is not None and owner.module.klass is klass:
+            return call
+    return None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from torchlint.analysis.semantic import Semantic, method_call
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.analysis.value import MODULE
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -17,6 +19,13 @@ class DirectForwardCall(Rule):
     triggers = (".forward",)
     node_types = (cst.Call,)
     confirmation_module = "tl103"
+    severity_docs = """
+A **note** when no hook is registered anywhere in the file: calling `forward`
+directly skips hooks, but there are none, so nothing changes today. A **warning** when the file
+registers a hook (`register_forward_hook`, `register_forward_pre_hook`, ...) or uses a torch
+utility that works through one (`nn.utils.spectral_norm`, `weight_norm`, `prune`): those hooks
+are skipped and the results differ.
+"""
     docs = """
 ## What it does
 Flags `m.forward(...)` where `m` is certainly an `nn.Module` instance: a module built in this
@@ -64,13 +73,43 @@ inside an override (calling the parent implementation is how overriding works),
         if not _is_module_instance(receiver, sem):
             return
         spelled = ctx.code(receiver)
+        hook = _registers_hooks(sem)
+        if hook is None:
+            skipped = "skips forward hooks and pre-hooks (this file registers none, so nothing changes today)"
+            severity = Severity.NOTE
+        else:
+            skipped = f"skips forward hooks and pre-hooks, which this file registers (`{ctx.short(hook, 40)}`)"
+            severity = Severity.WARNING
         ctx.report(
             node.func.attr,
-            f"`{ctx.short(node, 50)}` calls `forward` directly and skips forward hooks and pre-hooks; "
+            f"`{ctx.short(node, 50)}` calls `forward` directly and {skipped}; "
             f"call the module: `{ctx.short(receiver, 30)}(...)`",
             FixSpec(f"Call `{ctx.short(receiver, 30)}(...)` instead", (Replace(node.func, spelled),),
                     Applicability.UNSAFE),
+            severity=severity,
         )
+
+
+# torch utilities that work through hooks the module call runs (a forward pre-hook recomputes
+# the weight of `spectral_norm`/`weight_norm`, pruning applies its mask in one).
+_HOOK_UTILITIES = ("torch.nn.utils.spectral_norm", "torch.nn.utils.weight_norm",
+                   "torch.nn.utils.parametrizations.", "torch.nn.utils.parametrize.",
+                   "torch.nn.utils.prune.")
+
+
+def _registers_hooks(sem: Semantic) -> Optional[cst.Call]:
+    """The first call in the file that registers a module hook: `m.register_forward_hook(...)`,
+    `register_forward_pre_hook`, `register_full_backward_hook`, ..., or a torch utility that
+    works through one (`nn.utils.spectral_norm(conv)`, `prune.l1_unstructured(...)`)."""
+    for call in sem.index.nodes(cst.Call):
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value.startswith("register_") \
+                and func.attr.value.endswith("hook"):
+            return call
+        name = sem.qualified_name(func) or ""
+        if name.startswith(_HOOK_UTILITIES):
+            return call
+    return None
 
 
 def _is_module_instance(expr: cst.BaseExpression, sem: Semantic) -> bool:

@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import evaluation
 from torchlint.analysis.semantic import method_call
+from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
 
 
@@ -19,6 +20,11 @@ class BackwardOnNoGradResult(Rule):
     triggers = ("no_grad", "inference_mode")
     node_types = (cst.Call,)
     confirmation_module = "tl104"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: backward on a result computed under `no_grad` raises `element 0 of
+tensors does not require grad and does not have a grad_fn`.
+"""
     docs = """
 ## What it does
 Flags `loss.backward()` (and `torch.autograd.backward(loss)`) when `loss` was assigned inside a

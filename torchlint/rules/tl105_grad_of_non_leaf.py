@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis import evaluation
 from torchlint.analysis.value import AG_GRAPH
 from torchlint.analysis.semantic import method_call
+from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
 
 
@@ -18,6 +19,14 @@ class GradOfNonLeaf(Rule):
     triggers = ("grad",)
     node_types = (cst.Attribute,)
     confirmation_module = "tl105"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error** when the `.grad` is used as a gradient (`w - lr * y.grad`, `y.grad.data`,
+`y.grad.zero_()`): it is None after backward (torch warns that a non-leaf `.grad` is being
+accessed), so the code fails on None or computes with a gradient that is not there. A
+**warning** when it is only shown or tested (`print(y.grad)`, `y.grad is None`, a notebook cell
+that displays it): the program prints None, which a lesson may do on purpose.
+"""
     docs = """
 ## What it does
 Flags reading `y.grad` when `y` is certainly a non-leaf tensor that requires grad: the result of
@@ -80,6 +89,9 @@ the intermediate's (`retain_grad()`); the tool cannot tell which.
             node,
             f"`{name.value}` is a non-leaf tensor (`{ctx.short(source, 40)}`), so `{name.value}.grad` "
             "is None after backward; call `retain_grad()` on it or read the leaf's `.grad`",
+            # Shown (`print(y.grad)`, `y.grad is None`) it only prints None, as lessons do on
+            # purpose; used as a gradient (`y.grad * lr`, `y.grad.data`) it fails or computes wrongly.
+            severity=Severity.WARNING if _only_shown(sem, node) else Severity.ERROR,
         )
 
 
@@ -92,3 +104,24 @@ def _is_store(sem, node: cst.Attribute) -> bool:
     if isinstance(parent, cst.Del):
         return True
     return False
+
+
+_SHOWING_FUNCTIONS = {"print", "repr", "str", "display"}
+
+
+def _only_shown(sem, node: cst.Attribute) -> bool:
+    """`print(y.grad)`, `y.grad is None`, a cell ending in `(x.grad, y.grad)`: the value is shown
+    or tested, not used as a gradient."""
+    parent = sem.parent(node)
+    while isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
+        node, parent = parent, sem.parent(parent)
+    if isinstance(parent, cst.Arg):
+        call = sem.parent(parent)
+        return isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value in _SHOWING_FUNCTIONS
+    if isinstance(parent, cst.Comparison):
+        return all(isinstance(c.operator, (cst.Is, cst.IsNot)) for c in parent.comparisons)
+    if isinstance(parent, cst.ComparisonTarget):
+        comparison = sem.parent(parent)
+        return isinstance(parent.operator, (cst.Is, cst.IsNot)) and isinstance(comparison, cst.Comparison)
+    # A notebook cell or REPL line that is just `y.grad` displays it.
+    return sem.is_expression_statement(node)

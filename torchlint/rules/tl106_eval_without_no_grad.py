@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.analysis import evaluation
 from torchlint.analysis.value import INPUT, MODULE, UNKNOWN, identity
 from torchlint.analysis.semantic import Semantic, is_true, method_call
+from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
 
 
@@ -24,6 +25,13 @@ class EvalWithoutNoGrad(Rule):
     triggers = ("val", "test", "predict", "infer", "train")
     node_types = (cst.Call,)
     confirmation_module = "tl106"
+    severity_docs = """
+A **warning**: an evaluation loop that runs with autograd on keeps each batch's graph
+and saved activations while its outputs live: memory and time per batch that grow with the model
+and the batch size. A **note** where the loop detaches the outputs in place right away
+(`outputs.detach_()`): the graphs are freed each batch, and only the forward's extra work
+remains.
+"""
     docs = """
 ## What it does
 Flags a model call inside a loop that is evaluation — the loop follows `model.eval()` in the same
@@ -105,12 +113,64 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
             return
         if _entirely_frozen(sem, func, sem.values.of(func)):
             return
+        detached = _detached_in_place(sem, node, loop)
+        if detached is not None:
+            harm = (f"each batch's forward still records a graph and saves its activations (`{detached}` "
+                    "frees them only afterwards)")
+            severity = Severity.NOTE  # the outputs are right and the graphs freed each batch
+        else:
+            harm = "every output keeps its graph and saved activations"
+            severity = Severity.WARNING  # memory per batch: harm grows with batch and model size
+        volatile = _volatile_relied_on(sem, loop, scope) or _volatile_input(sem, node)
+        if volatile is not None:
+            harm += (f"; `{volatile}` does not help: `volatile` was removed in PyTorch 0.4 and is "
+                     "ignored (torch 2.13 warns 'volatile was removed and now has no effect')")
         ctx.report(
             node,
-            f"`{ctx.short(node, 40)}` runs with autograd on in an evaluation loop ({reason}): every "
-            "output keeps its graph and saved activations; wrap the loop in `torch.no_grad()` "
-            "or `torch.inference_mode()`",
+            f"`{ctx.short(node, 40)}` runs with autograd on in an evaluation loop ({reason}): {harm}; "
+            "wrap the loop in `torch.no_grad()` or `torch.inference_mode()`",
+            severity=severity,
         )
+
+
+def _detached_in_place(sem: Semantic, node: cst.Call, loop) -> Optional[str]:
+    """`outputs = model(x)` followed in the loop by `outputs.detach_()`: the text of that call."""
+    statement = sem.statement_of(node)
+    if not isinstance(statement, cst.Assign) or statement.value is not node:
+        return None
+    names = {t.target.value for t in statement.targets if isinstance(t.target, cst.Name)}
+    for call in sem.index.descendants(loop, cst.Call):
+        if method_call(call, "detach_") and isinstance(call.func.value, cst.Name) \
+                and call.func.value.value in names and evaluation.before(sem, node, call):
+            return sem.module.code_for_node(call)
+    return None
+
+
+def _volatile_relied_on(sem: Semantic, loop, scope) -> Optional[str]:
+    """`Variable(x, volatile=True)` in the loop (or before it in its function): the text of the
+    keyword, which the code relies on to turn autograd off."""
+    where = loop if isinstance(scope, cst.Module) else scope
+    for call in sem.index.descendants(where, cst.Call):
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "volatile" and is_true(arg.value):
+                return sem.module.code_for_node(arg).strip().rstrip(",")
+    return None
+
+
+def _volatile_input(sem: Semantic, node: cst.Call) -> Optional[str]:
+    """An argument of the model call bound to `Variable(..., volatile=True)` (`test_x =
+    Variable(x, volatile=True)` at the top of a script): the text of the keyword."""
+    for arg in node.args:
+        if not isinstance(arg.value, cst.Name):
+            continue
+        for binding in sem.scopes.lookup(arg.value.value, arg.value) or ():
+            value = binding.value
+            if binding.kind != "assign" or not isinstance(value, cst.Call):
+                continue
+            for keyword in value.args:
+                if keyword.keyword is not None and keyword.keyword.value == "volatile" and is_true(keyword.value):
+                    return sem.module.code_for_node(keyword).strip().rstrip(",")
+    return None
 
 
 def _evaluation_loop(sem: Semantic, loops) -> Optional[cst.CSTNode]:

@@ -8,9 +8,9 @@ import libcst as cst
 
 from torchlint.analysis import evaluation
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.value import OPTIMIZER
+from torchlint.analysis.value import LOSS, OPTIMIZER
 from torchlint.analysis.semantic import Semantic, method_call
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, InsertBefore, Rule, RuleContext
 
 
@@ -22,6 +22,13 @@ class EvalInTrainingMode(Rule):
     triggers = ("Dropout", "BatchNorm", "InstanceNorm", "torchvision")
     node_types = (cst.Call,)
     confirmation_module = "tl107"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: an evaluation in training mode gives random outputs (Dropout) and
+normalises with the batch's statistics while updating the running statistics (BatchNorm), so the
+reported numbers are wrong; an `eval()` never undone in a training loop trains every later epoch
+in the wrong mode.
+"""
     docs = """
 ## What it does
 Flags two ways of evaluating a model in the wrong mode.
@@ -37,7 +44,11 @@ such layers, or is a torchvision classifier that has them: `alexnet().classifier
 
 The rule is deliberately narrow: the model must be a local name whose construction the analysis
 sees, it must not be handed to another function before the loop (that function could switch
-modes), and a single `.eval()` anywhere in the file silences it.
+modes), and a single `.eval()` anywhere in the file silences it. `nn.Dropout(0)` (`p=0.0`) is the
+identity in both modes and does not count. A loop that runs a model with BatchNorm (and no
+Dropout) in training mode on purpose is not an evaluation: a lesson that prints the layer's
+running statistics (the file reads `running_mean`, `running_var` or `num_batches_tracked`) and
+whose loop computes no metric (`==`, `argmax`, `max`, `topk`, `eq`) and no loss.
 
 Second, a plain `model.eval()` statement in the body of a loop that also trains (a backward
 call in the loop, and an optimizer of the file built over `model.parameters()`) when nothing in
@@ -109,6 +120,8 @@ in eval mode afterwards, so later code that expected training mode must call `mo
             return
         if _first_in_loop(sem, node, model, loops[0]) is not node:
             return
+        if _normalisation_only(layer) and _watches_running_statistics(sem, loops[-1]):
+            return  # a lesson that runs BatchNorm in training mode to show its running statistics
         fix = None
         anchor = _insertion_point(sem, node, loops[0])
         if isinstance(anchor, (cst.For, cst.While, cst.With)) and not any(
@@ -119,9 +132,10 @@ in eval mode afterwards, so later code that expected training mode must call `mo
         ctx.report(
             node,
             f"`{ctx.code(func)}` has {layer} but is still in training mode in this evaluation loop "
-            f"({reason}): outputs are random and BatchNorm statistics drift; call "
+            f"({reason}): {_harm(layer)}; call "
             f"`{model.value}.eval()` before the loop (and `.train()` after it if training resumes)",
             fix,
+            severity=Severity.ERROR,  # the evaluation's numbers are wrong on every run
         )
 
 
@@ -160,9 +174,67 @@ in eval mode afterwards, so later code that expected training mode must call `mo
         ctx.report(
             node,
             f"`{receiver.value}.eval()` in a loop that also trains is never undone: from the second "
-            f"iteration on, training runs in eval mode ({layer}: Dropout off, BatchNorm statistics "
-            f"frozen); call `{receiver.value}.train()` before the training steps",
+            f"iteration on, training runs in eval mode ({layer}: {_frozen(layer)}); call "
+            f"`{receiver.value}.train()` before the training steps",
+            severity=Severity.ERROR,  # every later epoch trains in the wrong mode
         )
+
+
+# What the layer description names (`Dropout`, `BatchNorm2d in `Net``, `resnet18 (BatchNorm/Dropout)`).
+def _has_dropout(layer: str) -> bool:
+    return "Dropout" in layer
+
+
+def _has_normalisation(layer: str) -> bool:
+    return "Norm" in layer
+
+
+def _normalisation_only(layer: str) -> bool:
+    return _has_normalisation(layer) and not _has_dropout(layer)
+
+
+def _harm(layer: str) -> str:
+    """What training mode does to this evaluation, for the layers the model holds."""
+    parts = []
+    if _has_dropout(layer):
+        parts.append("Dropout zeroes activations at random, so outputs vary from run to run")
+    if _has_normalisation(layer):
+        parts.append("BatchNorm normalises with each batch's statistics and updates its running "
+                     "statistics from this data")
+    return " and ".join(parts) or "outputs depend on the mode"
+
+
+def _frozen(layer: str) -> str:
+    parts = []
+    if _has_dropout(layer):
+        parts.append("Dropout off")
+    if _has_normalisation(layer):
+        parts.append("BatchNorm statistics frozen")
+    return ", ".join(parts) or "layers in eval mode"
+
+
+_RUNNING_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
+_METRIC_METHODS = ("argmax", "max", "topk", "eq")
+
+
+def _watches_running_statistics(sem: Semantic, loop) -> bool:
+    """The file reads a BatchNorm's running statistics (`print(bn.running_mean)`) and the loop
+    computes no metric (no `==`, `argmax`, `max`, `topk`, `eq`) and no loss: BatchNorm is run in
+    training mode on purpose, to show how its statistics move."""
+    if not any(a.attr.value in _RUNNING_STATISTICS and not isinstance(sem.parent(a), cst.AssignTarget)
+               for a in sem.index.nodes(cst.Attribute)):
+        return False
+    for comparison in sem.index.descendants(loop, cst.Comparison):
+        if any(isinstance(c.operator, (cst.Equal, cst.NotEqual)) for c in comparison.comparisons):
+            return False
+    for call in sem.calls_under(loop):
+        if method_call(call, *_METRIC_METHODS):
+            return False
+        name = sem.qualified_name(call.func) or ""
+        if api.is_loss_class(name) or name.startswith("torch.nn.functional.") and "loss" in name \
+                or sem.values.of(call).kind == LOSS:
+            return False
+    return True
 
 
 def _optimized(sem: Semantic, model: cst.Name) -> bool:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import evaluation, training
 from torchlint.analysis.semantic import Semantic, method_call
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 _LOG_SOFTMAX = {
@@ -26,6 +26,12 @@ class SoftmaxBeforeCrossEntropy(Rule):
     triggers = ("softmax", "Softmax")
     node_types = (cst.Call,)
     confirmation_module = "tl108"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: CrossEntropyLoss/NLLLoss on softmax probabilities computes the wrong
+loss on every batch: gradients shrink and training stalls (or, where nothing is backpropagated,
+the reported loss is wrong).
+"""
     docs = """
 ## What it does
 Flags the prediction argument of `nn.CrossEntropyLoss` (an instance built in this file),
@@ -81,13 +87,24 @@ probabilities may be used elsewhere.
             advice = "pass the logits (it applies log_softmax itself)"
         else:
             advice = "use `log_softmax` instead of `softmax`"
+        model = evaluation.activation_in_model(sem, source, node)
+        if model is not None:
+            if kind == "ce":
+                advice = (f"the softmax is applied inside the model{model}: make the model return "
+                          "the logits (drop that softmax) and apply softmax only where probabilities "
+                          "are needed")
+            else:
+                advice = (f"the softmax is applied inside the model{model}: use `log_softmax` there")
         via = "" if source is argument else f" (`{ctx.short(source, 40)}`)"
+        trains = evaluation.backpropagated_anywhere(sem, node)
+        harm = "gradients shrink and training stalls" if trains else "the loss it reports is wrong"
         ctx.report(
             argument,
             f"`{ctx.short(argument, 40)}` is a softmax output{via} fed to {loss}, which expects "
-            f"{'logits' if kind == 'ce' else 'log-probabilities'}: gradients shrink and training "
-            f"stalls; {advice}",
+            f"{'logits' if kind == 'ce' else 'log-probabilities'}: {harm}; {advice}",
             _fix(sem, kind, argument, source),
+            # The loss is computed on the wrong quantity on every batch: trains (or evaluates) wrongly.
+            severity=Severity.ERROR,
         )
 
 

@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis import evaluation, training
 from torchlint.analysis.semantic import Semantic, method_call
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 
@@ -20,6 +20,12 @@ class SigmoidBeforeBCE(Rule):
     triggers = ("sigmoid", "Sigmoid", "expit")
     node_types = (cst.Call,)
     confirmation_module = "tl109"
+    severity_docs = """
+A **warning** where the loss is backpropagated: sigmoid then BCELoss saturates only
+at large logits (the loss clamps and the gradient vanishes), which depends on the data and how
+training goes. A **note** where nothing backpropagates it (an evaluation, a file that never
+trains): only the reported loss is clamped at saturation.
+"""
     docs = """
 ## What it does
 Flags the prediction argument of `nn.BCELoss` (an instance built in this file) or
@@ -69,12 +75,23 @@ variables and sigmoids applied by the model are left alone.
         if source is None:
             return
         via = "" if source is argument else f" (`{ctx.short(source, 40)}`)"
+        model = evaluation.activation_in_model(sem, source, node)
+        advice = "use `BCEWithLogitsLoss` / `binary_cross_entropy_with_logits` on the logits"
+        if model is not None:
+            advice = (f"the sigmoid is applied inside the model{model}: make the model return the "
+                      f"logits (drop that sigmoid) and {advice}")
+        if evaluation.backpropagated_anywhere(sem, node):
+            harm = "at large logits the sigmoid saturates, the loss clamps and the gradient vanishes"
+            severity = Severity.WARNING  # only where logits grow large: depends on data and training
+        else:
+            harm = ("nothing backpropagates it here, but at large logits the sigmoid saturates and the "
+                    "loss it reports is clamped")
+            severity = Severity.NOTE
         ctx.report(
             argument,
-            f"`{ctx.short(argument, 40)}` is a sigmoid output{via} fed to BCELoss: at large logits "
-            "the sigmoid saturates, the loss clamps and the gradient vanishes; use "
-            "`BCEWithLogitsLoss` / `binary_cross_entropy_with_logits` on the logits",
+            f"`{ctx.short(argument, 40)}` is a sigmoid output{via} fed to BCELoss: {harm}; {advice}",
             _fix(sem, node, functional, argument, source),
+            severity=severity,
         )
 
 

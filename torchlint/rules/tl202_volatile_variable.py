@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import legacy
-from torchlint.finding import Applicability
+from torchlint.analysis import evaluation, legacy
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 _VARIABLE = ("torch.autograd.Variable", "torch.autograd.variable.Variable")
@@ -21,6 +22,12 @@ class VolatileVariable(Rule):
     triggers = ("volatile",)
     node_types = (cst.Call,)
     confirmation_module = "tl202"
+    severity_docs = """
+A **warning** on an evaluation input: `volatile=True` is ignored since PyTorch 0.4, so
+every evaluation batch builds and keeps an autograd graph (memory per batch). A **note** on a
+label or target, and in a training step: the keyword is ignored and autograd must stay on there,
+so nothing changes but the warning torch prints.
+"""
     docs = """
 ## What it does
 Flags `Variable(x, volatile=...)` (`torch.autograd.Variable`) unless the value is literally
@@ -53,10 +60,13 @@ with torch.no_grad():
 ```
 
 ## Fix safety
-The fix removes the `volatile=` argument, which changes nothing at runtime (it has no effect) but
-silences the warning that points at the missing `torch.no_grad()`, so it is unsafe: after
-applying it, wrap the evaluation in `with torch.no_grad():` yourself (torchlint cannot tell where
-the evaluation ends).
+The fix removes the `volatile=` argument, which changes nothing at runtime (it has no effect).
+On an input of an evaluation it silences the warning that points at the missing
+`torch.no_grad()`, so it is unsafe there: after applying it, wrap the evaluation in `with
+torch.no_grad():` yourself (torchlint cannot tell where the evaluation ends). It is safe where
+no `no_grad` is missing: a label or target (`Variable(labels, volatile=True)`, spelled like one),
+and a training step (the loop around it, or its function, backpropagates), where autograd must
+stay on and the message says just to delete `volatile=`.
 
 ## References
 - https://pytorch.org/blog/pytorch-0_4_0-migration-guide/ (`volatile` is deprecated)
@@ -69,16 +79,50 @@ the evaluation ends).
             return
         if legacy.literal_flag(volatile.value) in (False, None):
             return
+        sem = ctx.semantic
         value = ctx.short(volatile.value, 20)
         kept = [arg for arg in node.args if arg is not volatile]
-        fixed = legacy.render_in_place(ctx.semantic, node, legacy.with_arguments(node, kept))
-        ctx.report(
-            volatile,
-            f"`volatile={value}` has no effect since PyTorch 0.4, so the forward pass on this input still "
-            "builds an autograd graph; wrap the evaluation in `with torch.no_grad():` instead",
-            FixSpec("Remove `volatile=` (then wrap the evaluation in `torch.no_grad()`)",
-                    (Replace(node, fixed),), Applicability.UNSAFE),
-        )
+        fixed = legacy.render_in_place(sem, node, legacy.with_arguments(node, kept))
+        if _trains_here(sem, node):
+            # Autograd must stay on here: `volatile` (ignored today) would have broken the step.
+            message = (f"`volatile={value}` has no effect since PyTorch 0.4, and this code backpropagates, "
+                       "so autograd must stay on here: delete `volatile=`")
+            fix = FixSpec("Remove `volatile=`", (Replace(node, fixed),), Applicability.SAFE)
+            severity = Severity.NOTE
+        elif _is_label(node, sem):
+            message = (f"`volatile={value}` has no effect since PyTorch 0.4; a label or target takes no part "
+                       "in autograd anyway: delete `volatile=`")
+            fix = FixSpec("Remove `volatile=`", (Replace(node, fixed),), Applicability.SAFE)
+            severity = Severity.NOTE
+        else:
+            message = (f"`volatile={value}` has no effect since PyTorch 0.4, so the forward pass on this input "
+                       "still builds an autograd graph; wrap the evaluation in `with torch.no_grad():` instead")
+            fix = FixSpec("Remove `volatile=` (then wrap the evaluation in `torch.no_grad()`)",
+                          (Replace(node, fixed),), Applicability.UNSAFE)
+            # Graphs and saved activations per evaluation batch: memory that grows with the model.
+            severity = Severity.WARNING
+        ctx.report(volatile, message, fix, severity=severity)
+
+
+_LABEL_NAME = re.compile(r"label|target|^y$|^y_|_y$|^gt|truth|^tgt|mask", re.IGNORECASE)
+
+
+def _is_label(call: cst.Call, sem) -> bool:
+    """`Variable(labels, volatile=True)`, `target = Variable(t, volatile=True)`: spelled like a label
+    or target, which no forward pass takes as input."""
+    first = call.args[0].value if call.args and call.args[0].keyword is None else None
+    names = [first.value] if isinstance(first, cst.Name) else []
+    statement = sem.statement_of(call)
+    if isinstance(statement, cst.Assign) and statement.value is call:
+        names += [t.target.value for t in statement.targets if isinstance(t.target, cst.Name)]
+    return bool(names) and all(_LABEL_NAME.search(name) for name in names)
+
+
+def _trains_here(sem, call: cst.Call) -> bool:
+    """The innermost loop around the call (or, outside loops, its function) backpropagates."""
+    loops = sem.enclosing_loops(call)
+    where = loops[0] if loops else sem.function_of(call)
+    return where is not None and evaluation.has_backward(sem, where)
 
 
 def _volatile_argument(call: cst.Call) -> Optional[cst.Arg]:

@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 _BACKWARD_FUNCTIONS = ("torch.autograd.backward",)
@@ -20,6 +20,11 @@ class RetainVariables(Rule):
     triggers = ("retain_variables",)
     node_types = (cst.Call,)
     confirmation_module = "tl203"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: `backward(retain_variables=True)` raises `TypeError:
+Tensor.backward() got an unexpected keyword argument 'retain_variables'` on the current PyTorch.
+"""
     docs = """
 ## What it does
 Flags a `retain_variables=` keyword in `t.backward(...)` and `torch.autograd.backward(...)`.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint import legacy_syntax
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 
@@ -17,6 +17,11 @@ class AsyncKeywordArgument(Rule):
     triggers = ("async",)
     node_types = (cst.Arg,)
     confirmation_module = "tl204"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: `async` is a reserved word since Python 3.7, so `x.cuda(async=True)` is
+a `SyntaxError` and the file does not even import.
+"""
     docs = """
 ## What it does
 Flags a keyword argument named `async` in a call of `.cuda(...)`, `.to(...)`, `.type(...)` or

@@ -7,6 +7,7 @@ from typing import Optional, Set
 import libcst as cst
 
 from torchlint.analysis.value import INSTANCE
+from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
 
 _FUNCTION_BASES = ("torch.autograd.Function", "torch.autograd.function.Function")
@@ -20,6 +21,12 @@ class LegacyAutogradFunction(Rule):
     triggers = ("Function",)
     node_types = (cst.Call,)
     confirmation_module = "tl205"
+    default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: calling an `autograd.Function` with a non-static `forward` as an
+instance raises `RuntimeError: Legacy autograd function with non-static forward method is
+deprecated`.
+"""
     docs = """
 ## What it does
 Flags a call of an instance of a `torch.autograd.Function` subclass defined in the same file:

@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis import legacy
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 _REDUCTION_PARAMETERS = ("size_average", "reduce", "reduction")
@@ -22,6 +22,12 @@ class LegacyLossReduction(Rule):
     triggers = ("size_average", "reduce", "Loss", "_loss", "cross_entropy", "kl_div")
     node_types = (cst.Call,)
     confirmation_module = "tl206"
+    default_severity = Severity.NOTE
+    severity_docs = """
+A **note**: `size_average=`/`reduce=` still work (with a UserWarning on every call)
+and compute the same loss as the matching `reduction=`: a deprecated spelling, no effect on
+results today.
+"""
     docs = """
 ## What it does
 Flags `size_average=` and `reduce=` (by keyword or by position) in the construction of a torch

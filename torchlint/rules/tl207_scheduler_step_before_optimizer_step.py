@@ -10,7 +10,7 @@ import libcst as cst
 from torchlint.analysis import legacy, training
 from torchlint.analysis.semantic import method_call
 from torchlint.analysis.value import INPUT, SCHEDULER, UNKNOWN
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 _SCHEDULERS = "torch.optim.lr_scheduler."
@@ -21,11 +21,17 @@ _SCHEDULER_NAME = re.compile(r"(?:^|_)(?:lr_)?sched(?:uler)?(?:$|_|\d)", re.IGNO
 class SchedulerStepBeforeOptimizerStep(Rule):
     code = "TL207"
     name = "scheduler-step-before-optimizer-step"
-    summary = "`scheduler.step()` before the loop's `optimizer.step()` skips the first learning rate (PyTorch < 1.1 order)"
+    summary = "`scheduler.step()` before the loop's `optimizer.step()` runs the schedule one step ahead (PyTorch < 1.1 order)"
     fix_availability = "sometimes"
     triggers = ("lr_scheduler",)
     node_types = (cst.Call,)
     confirmation_module = "tl207"
+    default_severity = Severity.WARNING
+    severity_docs = """
+A **warning**: stepping the scheduler before the optimizer runs the schedule one
+step ahead (a decay one epoch early for StepLR/MultiStepLR, the first learning rate never used
+for the others): training differs by one step of the schedule, it does not break.
+"""
     docs = """
 ## What it does
 Flags `scheduler.step()` (a `torch.optim.lr_scheduler` scheduler, called without arguments) that
@@ -45,7 +51,12 @@ for 1.0 and earlier calls `scheduler.step()` first, at the top of each epoch. Me
 Detected call of lr_scheduler.step() before optimizer.step(). In PyTorch 1.1.0 and later, you
 should call them in the opposite order`, and the epochs train at 0.01, 0.001, 0.0001 instead of
 0.1, 0.01, 0.001: the first value of the schedule is skipped and every epoch runs one step ahead
-(a warm-up schedule loses its first step, a step decay comes one epoch early).
+(a warm-up schedule loses its first step: `LambdaLR` warming up over 3 epochs trains at 0.067,
+0.1, 0.1 instead of 0.033, 0.067, 0.1). Where the rate changes only at milestones the first
+rate is still used and each decay just comes one epoch early: `StepLR(step_size=3, gamma=0.1)`
+trains at 0.1, 0.1, 0.01, 0.01 instead of 0.1, 0.1, 0.1, 0.01, and `MultiStepLR([2, 4])` at 0.1,
+0.01, 0.01, 0.001 instead of 0.1, 0.1, 0.01, 0.01 (measured on torch 2.13). The message says which
+of these the scheduler at hand does.
 
 ## Example
 ```python
@@ -104,10 +115,41 @@ a step inside an `if`, or sharing its line with other statements.
         ctx.report(
             node,
             f"`{receiver}.step()` runs before this iteration's `optimizer.step()` (the PyTorch < 1.1 order): "
-            "the first learning rate of the schedule is skipped and torch warns 'Detected call of "
+            f"{_effect(sem, node.func.value)} and torch warns 'Detected call of "
             "`lr_scheduler.step()` before `optimizer.step()`'; call it after the optimizer steps",
             _fix(ctx, loop, body, position, stepping[-1], node),
+            # The schedule runs one step ahead: the training differs by a step, it does not break.
+            severity=Severity.WARNING,
         )
+
+
+# Schedulers whose learning rate changes only at milestones: stepped first, each decay comes one
+# epoch early and the first learning rate is still used (measured on torch 2.13:
+# StepLR(step_size=3, gamma=0.1) trains at 0.1, 0.1, 0.01, 0.01 instead of 0.1, 0.1, 0.1, 0.01).
+_MILESTONE_SCHEDULERS = {"StepLR", "MultiStepLR"}
+
+
+def _effect(sem, receiver: cst.BaseExpression) -> str:
+    """What the early step does to the schedule at hand."""
+    site = sem.values.of(receiver).site
+    name = sem.qualified_name(site.func) if isinstance(site, cst.Call) else None
+    member = name.rsplit(".", 1)[-1] if name and name.startswith(_SCHEDULERS) else None
+    if member in _MILESTONE_SCHEDULERS and not (member == "StepLR" and _step_size(site) == 1):
+        return f"every `{member}` decay comes one epoch early"
+    if member is not None:
+        return (f"every epoch runs one step ahead of the `{member}` schedule (its first learning rate "
+                "is never used)")
+    return "every epoch runs one step ahead of the schedule"
+
+
+def _step_size(call: cst.Call) -> Optional[int]:
+    value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "step_size"), None)
+    if value is None:
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        value = positional[1] if len(positional) > 1 else None
+    if isinstance(value, cst.Integer):
+        return int(value.value, 0)
+    return None
 
 
 def _is_scheduler(sem, expr: cst.BaseExpression) -> bool:

@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis import legacy
-from torchlint.finding import Applicability
+from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
 # torch/nn/init.py `_make_deprecate`: each old name warns and calls the in-place `<name>_`.
@@ -29,6 +29,12 @@ class DeprecatedInitAndUpsample(Rule):
     triggers = ("init", "upsample")
     node_types = (cst.Attribute, cst.Name)
     confirmation_module = "tl208"
+    default_severity = Severity.NOTE
+    severity_docs = """
+A **note**: `nn.init.xavier_uniform` and the other non-underscore initialisers, and
+`F.upsample`/`upsample_nearest`/`upsample_bilinear`, still work (with a deprecation warning) and
+compute the same as their replacements: a deprecated spelling, no effect on results today.
+"""
     docs = """
 ## What it does
 Flags the `torch.nn.init` initialisers without their trailing underscore (`uniform`, `normal`,

@@ -147,4 +147,40 @@ with torch.no_grad():
         probe="tensor_mutated",
         expect={"name": "images", "baseline": "original"},
     ),
+    Case(
+        rule="TL001",
+        title="copying into a fresh layer's weight raises; into one made with requires_grad_(False) works",
+        bad="""\
+import torch
+import torch.nn as nn
+
+
+def fuse(conv, bn):
+    fused = nn.Conv2d(conv.in_channels, conv.out_channels, 1, bias=True).to(DEVICE)
+    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    fused.weight.copy_(conv.weight * scale.view(-1, 1, 1, 1))
+    return fused
+
+
+fused = fuse(nn.Conv2d(3, 4, 1).to(DEVICE), nn.BatchNorm2d(4).to(DEVICE))
+""",
+        good="""\
+import torch
+import torch.nn as nn
+
+
+def fuse(conv, bn):
+    fused = nn.Conv2d(conv.in_channels, conv.out_channels, 1, bias=True).to(DEVICE).requires_grad_(False)
+    scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    fused.weight.copy_(conv.weight * scale.view(-1, 1, 1, 1))
+    return fused
+
+
+fused = fuse(nn.Conv2d(3, 4, 1).to(DEVICE), nn.BatchNorm2d(4).to(DEVICE))
+""",
+        bad_line=8,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "a leaf Variable that requires grad is being used in an in-place operation",
+                "show": ["fused.weight.requires_grad"]},
+    ),
 ]

@@ -109,4 +109,23 @@ tokens = embed.permute(0, 2, 3, 1).view(1, -1, dim)
         probe="raises",
         expect={"exc": "RuntimeError", "match": VIEW_MESSAGE, "show": ["tokens.shape"]},
     ),
+    Case(
+        rule="TL004",
+        title="a transpose of an (n, 3) tensor cannot be flattened by view; of an (n, 1) one it can",
+        bad="""\
+import torch
+
+column = torch.randn(5, 3, device=DEVICE)
+row = column.t().view(-1)
+""",
+        good="""\
+import torch
+
+column = torch.randn(5, 1, device=DEVICE)
+row = column.t().view(-1)
+""",
+        bad_line=4,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": VIEW_MESSAGE, "show": ["row.shape"]},
+    ),
 ]

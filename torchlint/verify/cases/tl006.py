@@ -128,4 +128,74 @@ for step in range(5):
         # anything saved for backward still alive after the loop is the cached graph
         expect={"name": "model.features", "min_bytes": 1},
     ),
+    Case(
+        rule="TL006",
+        title="a loss module's stored loss read into the next step fails; read and backpropagated in the same step (style transfer) it trains",
+        bad="""\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class StyleLoss(nn.Module):
+    def __init__(self, target):
+        super().__init__()
+        self.target = target.detach()
+
+    def forward(self, input):
+        self.loss = F.mse_loss(input, self.target)
+        return input
+
+
+style_losses = [StyleLoss(torch.randn(4, device=DEVICE)) for _ in range(2)]
+model = nn.Sequential(*style_losses)
+img = torch.randn(4, device=DEVICE, requires_grad=True)
+previous = None
+for step in range(3):
+    img.grad = None
+    model(img)
+    score = sum(sl.loss for sl in style_losses)
+    if previous is not None:
+        score = score + previous
+    score.backward()
+    previous = style_losses[0].loss
+""",
+        good="""\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class StyleLoss(nn.Module):
+    def __init__(self, target):
+        super().__init__()
+        self.target = target.detach()
+
+    def forward(self, input):
+        self.loss = F.mse_loss(input, self.target)
+        return input
+
+
+style_losses = [StyleLoss(torch.randn(4, device=DEVICE)) for _ in range(2)]
+model = nn.Sequential(*style_losses)
+img = torch.randn(4, device=DEVICE, requires_grad=True)
+optimizer = torch.optim.LBFGS([img])
+
+
+def closure():
+    optimizer.zero_grad()
+    model(img)
+    score = sum(sl.loss for sl in style_losses)
+    score.backward()
+    return score
+
+
+for step in range(2):
+    optimizer.step(closure)
+""",
+        bad_line=12,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "Trying to backward through the graph a second time",
+                "show": ["step"]},
+    ),
 ]
