@@ -128,8 +128,10 @@ def name_use(node: cst.CSTNode, sem) -> Optional[Use]:
     """The entry a Name or Attribute node uses (a call, a decorator, or a reference where a
     reference fails), else None."""
     spelled = node.attr.value if type(node) is cst.Attribute else node.value if type(node) is cst.Name else None
-    if spelled is None or spelled not in LAST_NAMES:
+    if spelled is None:
         return None
+    if spelled not in LAST_NAMES and (type(node) is not cst.Name or spelled not in sem.scopes.imported_names):
+        return None  # neither the name nor an alias an import binds (`from torch import symeig as eig_`)
     parent = sem.parent(node)
     if type(node) is cst.Name:
         if isinstance(parent, cst.Attribute) and parent.attr is node:
