@@ -46,6 +46,47 @@ def reference_fails(change: ApiChange) -> bool:
     return change.on_reference or change.kind == MODULE
 
 
+# A test that picks code by the installed version or by what exists (`if _TORCH_GREATER_EQUAL_2_4`,
+# `if hasattr(torch, "amp")`, `torch.__version__ >= ...`): both branches are deliberate.
+_VERSION_TEST = re.compile(r"version|VERSION|GREATER|LESS|_GE_|_LT_|hasattr\(|TORCH_\d")
+# What an `except` clause must catch for a removed API in its `try` body to be handled.
+_CAUGHT_BY = {
+    "ModuleNotFoundError": ("ModuleNotFoundError", "ImportError"),
+    "ImportError": ("ImportError",),
+    "AttributeError": ("AttributeError",),
+    "RuntimeError": ("RuntimeError",),
+}
+
+
+def _handler_names(handler: cst.ExceptHandler) -> Tuple[str, ...]:
+    kind = handler.type
+    if kind is None:
+        return ("BaseException",)
+    parts = [element.value for element in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
+    return tuple((dotted_name(part) or "").rsplit(".", 1)[-1] for part in parts)
+
+
+def guarded(node: cst.CSTNode, change: ApiChange, sem) -> bool:
+    """The use is compatibility code the program handles: inside an `except` clause (the
+    fallback for an older release), in a branch of a version / feature test, or in a `try` body
+    whose handler catches the exception the entry raises (`try: from torch._six import inf /
+    except ImportError: ...`)."""
+    raised = change.error.split(":", 1)[0]
+    caught = _CAUGHT_BY.get(raised, (raised,)) + ("Exception", "BaseException")
+    child = node
+    for ancestor in sem.ancestors(node):
+        if isinstance(ancestor, cst.ExceptHandler):
+            return True
+        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and child is not ancestor.test:
+            if _VERSION_TEST.search(sem.source(ancestor.test)):
+                return True
+        if isinstance(ancestor, cst.Try) and child is ancestor.body and change.outcome == RAISES:
+            if any(name in caught for handler in ancestor.handlers for name in _handler_names(handler)):
+                return True
+        child = ancestor
+    return False
+
+
 @dataclass(frozen=True)
 class Use:
     change: ApiChange
@@ -99,13 +140,13 @@ def import_uses(node: cst.CSTNode, sem) -> List[Use]:
             change = _module_entry(dotted_name(alias.name) or "")
             if change is not None:
                 uses.append(Use(change, alias, "import", (dotted_name(alias.name) or change.api,)))
-        return uses
+        return [use for use in uses if not guarded(node, use.change, sem)]
     if not isinstance(node, cst.ImportFrom) or node.module is None or node.relative:
         return uses
     module = dotted_name(node.module) or ""
     change = _module_entry(module)
     if change is not None:
-        return [Use(change, node.module, "import", (module,))]
+        return [] if guarded(node, change, sem) else [Use(change, node.module, "import", (module,))]
     if isinstance(node.names, cst.ImportStar):
         return uses
     flagged: List[Tuple[ApiChange, cst.ImportAlias, str]] = []
@@ -114,7 +155,7 @@ def import_uses(node: cst.CSTNode, sem) -> List[Use]:
             continue
         name = f"{module}.{alias.name.value}"
         found = FUNCTIONS.get(name) or _module_entry(name)
-        if found is not None:
+        if found is not None and not guarded(node, found, sem):
             flagged.append((found, alias, name))
     for raising in (True, False):
         group = [(c, a, n) for c, a, n in flagged if (c.outcome == RAISES) == raising]
@@ -124,14 +165,55 @@ def import_uses(node: cst.CSTNode, sem) -> List[Use]:
     return uses
 
 
+def _entry_names(sem) -> FrozenSet[str]:
+    """The local names this file's imports bind to a table entry (`solve` after `from torch
+    import solve`, `old_qr` after `... import qr as old_qr`, `six` after `import torch._six as
+    six`): the only bare names that can be a use."""
+    found = sem.__dict__.get("_api_drift_names")
+    if found is None:
+        names = set()
+        for node in sem.index.nodes(cst.ImportFrom):
+            if node.module is None or node.relative or isinstance(node.names, cst.ImportStar):
+                continue
+            module = dotted_name(node.module) or ""
+            for alias in node.names:
+                if isinstance(alias.name, cst.Name):
+                    qualified = f"{module}.{alias.name.value}"
+                    if qualified in FUNCTIONS or qualified in MODULES:
+                        names.add(_bound_name(alias))
+        for node in sem.index.nodes(cst.Import):
+            for alias in node.names:
+                if alias.asname is not None and (dotted_name(alias.name) or "") in MODULES:
+                    names.add(_bound_name(alias))
+        found = sem.__dict__["_api_drift_names"] = frozenset(names)
+    return found
+
+
+def _bound_name(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return dotted_name(alias.name) or ""
+
+
 def name_use(node: cst.CSTNode, sem) -> Optional[Use]:
     """The entry a Name or Attribute node uses (a call, a decorator, or a reference where a
-    reference fails), else None."""
-    spelled = node.attr.value if type(node) is cst.Attribute else node.value if type(node) is cst.Name else None
-    if spelled is None:
+    reference fails), else None. Cached per node: TL209 and TL210 both ask."""
+    if type(node) is cst.Attribute:
+        if node.attr.value not in LAST_NAMES:
+            return None
+    elif type(node) is cst.Name:
+        if node.value not in _entry_names(sem):
+            return None
+    else:
         return None
-    if spelled not in LAST_NAMES and (type(node) is not cst.Name or spelled not in sem.scopes.imported_names):
-        return None  # neither the name nor an alias an import binds (`from torch import symeig as eig_`)
+    cache = sem.__dict__.setdefault("_api_drift_uses", {})
+    key = id(node)
+    if key not in cache:
+        cache[key] = _name_use(node, sem)
+    return cache[key]
+
+
+def _name_use(node: cst.CSTNode, sem) -> Optional[Use]:
     parent = sem.parent(node)
     if type(node) is cst.Name:
         if isinstance(parent, cst.Attribute) and parent.attr is node:
@@ -147,6 +229,9 @@ def name_use(node: cst.CSTNode, sem) -> Optional[Use]:
         return None
     name = sem.qualified_name(node)
     if name is None:
+        return None
+    change = FUNCTIONS.get(name) or MODULES.get(name)
+    if change is not None and guarded(node, change, sem):
         return None
     change = FUNCTIONS.get(name)
     if change is not None:
@@ -175,7 +260,7 @@ def method_use(node: cst.Attribute, sem) -> Optional[Use]:
     receiver = node.value
     if isinstance(receiver, cst.Name):
         receiver = sem.assigned_value(receiver)
-    if _is_loader_iterator(receiver, sem):
+    if _is_loader_iterator(receiver, sem) and not guarded(call, change, sem):
         return Use(change, call, "method")
     return None
 
