@@ -43,3 +43,19 @@ def test_a_wrong_entry_is_refuted_and_fails():
     assert row["verdict"] == "REFUTED", row
     assert "ran to completion" in row["reason"]
     assert report["exit_code"] == 1
+
+
+def test_fixes_on_the_fixtures_parse_and_are_idempotent():
+    from pathlib import Path
+
+    from torchlint.engine import select_rules
+    from torchlint.fixer import fix_data, parses
+
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    paths = sorted(root.glob("TL209/*.py")) + sorted(root.glob("TL210/*.py")) + sorted(root.glob("fixes/TL2[01][90]_*.py"))
+    rules = select_rules(["TL209", "TL210"])
+    for path in paths:
+        for unsafe in (False, True):
+            once = fix_data(str(path), path.read_bytes(), rules, unsafe).new
+            assert parses(once.decode("utf-8")), path
+            assert fix_data(str(path), once, rules, unsafe).new == once, path

@@ -116,6 +116,26 @@ CHANGES: List[ApiChange] = [
                                         "y = torch.fft.ifft(torch.view_as_complex(x))\n"),
         on_reference=True,
     ),
+    ApiChange(
+        api="torch.gesv", kind=FUNCTION, outcome=RAISES, deprecated_in="1.1", changed_in="1.2",
+        error="AttributeError: module 'torch' has no attribute 'gesv'",
+        replacement="`torch.linalg.solve(A, B)` (arguments swapped, returns X only)",
+        check=Check(snippet=_MATRIX + "X, LU = torch.gesv(B, A)\n", match="has no attribute 'gesv'",
+                    replacement_snippet=_MATRIX + "X = torch.linalg.solve(A, B)\n"),
+        notes="Renamed torch.solve in 1.1 (which warned 'torch.gesv is deprecated in favour of torch.solve "
+              "and will be removed in the next release'); torch.solve itself went in 1.13.",
+        on_reference=True,
+    ),
+    ApiChange(
+        api="torch.gels", kind=FUNCTION, outcome=RAISES, deprecated_in="1.2", changed_in="1.3",
+        error="AttributeError: module 'torch' has no attribute 'gels'",
+        replacement="`torch.linalg.lstsq(A, B).solution` (arguments swapped)",
+        check=Check(snippet=_MATRIX + "X, QR = torch.gels(B, A)\n", match="has no attribute 'gels'",
+                    replacement_snippet=_MATRIX + "X = torch.linalg.lstsq(A, B).solution\n"),
+        notes="The 1.3 release notes: 'torch.gels: removed deprecated operator, use torch.lstsq instead' "
+              "(pytorch/pytorch#26480); torch.lstsq itself went in 1.13.",
+        on_reference=True,
+    ),
     # -- the DataLoader iterator's Python 2 `next` ------------------------------------------
     ApiChange(
         api="torch.utils.data.DataLoader.__iter__().next", kind=METHOD, outcome=RAISES,
