@@ -53,7 +53,9 @@ A function that still exists but raises when called (`torch.solve`) is flagged w
 called; one that is gone (`torch.rfft`) and a removed module wherever they are named. The
 DataLoader iterator's `.next()` is flagged only where the receiver is certainly `iter(loader)`,
 `loader.__iter__()` or `enumerate(loader)` of a `torch.utils.data.DataLoader` (directly or
-through a variable), by the value model.
+through a variable), by the value model; the removed Tensor methods (`A.symeig()`, `B.solve(A)`,
+`A.eig()`, `B.lstsq(A)`, `A.matrix_rank()`) only where the value model knows the receiver is a
+tensor.
 
 Not flagged: the replacements (`torch.linalg.solve`), functions of the same name that are not
 torch's (`np.linalg.solve`, `scipy.linalg.eig`, your own `solve`), `.next()` on other objects,
@@ -115,7 +117,12 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
         if isinstance(node, cst.Attribute):
             use = drift.method_use(node, sem)
             if use is not None and use.change.outcome == RAISES:
-                self._report_next(use, node, ctx)
+                if use.change.api.startswith("torch.Tensor."):
+                    ctx.report(use.node, f"`{ctx.short(use.node, 40)}`: `Tensor.{node.attr.value}` was removed "
+                                         f"({self._since(use.change)}): calling it raises `{_headline(use.change)}`; "
+                                         f"use {use.change.replacement}", severity=Severity.ERROR)
+                else:
+                    self._report_next(use, node, ctx)
                 return
         use = drift.name_use(node, sem)
         if use is None or use.change.outcome != RAISES:

@@ -248,14 +248,21 @@ def _name_use(node: cst.CSTNode, sem) -> Optional[Use]:
 
 
 def method_use(node: cst.Attribute, sem) -> Optional[Use]:
-    """`<receiver>.next()` where the receiver is certainly a DataLoader's iterator: `iter(loader)`,
-    `loader.__iter__()`, `enumerate(loader)`, or a name holding one of them, and the loader is a
-    `torch.utils.data.DataLoader` by the value model."""
+    """A removed method called on a receiver the analysis is sure of: the DataLoader iterator's
+    `.next()` on `iter(loader)`, `loader.__iter__()`, `enumerate(loader)` or a name holding one
+    of them (the loader a `torch.utils.data.DataLoader` by the value model); a removed Tensor
+    method (`A.symeig()`) on a value the value model knows is a tensor."""
     change = METHODS.get(node.attr.value)
     if change is None:
         return None
     call = sem.parent(node)
-    if not (isinstance(call, cst.Call) and call.func is node and not call.args):
+    if not (isinstance(call, cst.Call) and call.func is node):
+        return None
+    if change.api.startswith("torch.Tensor."):
+        if not sem.imports_torch or not _is_tensor(node.value, sem) or guarded(call, change, sem):
+            return None
+        return Use(change, call, "method")
+    if call.args:
         return None
     receiver = node.value
     if isinstance(receiver, cst.Name):
@@ -263,6 +270,13 @@ def method_use(node: cst.Attribute, sem) -> Optional[Use]:
     if _is_loader_iterator(receiver, sem) and not guarded(call, change, sem):
         return Use(change, call, "method")
     return None
+
+
+def _is_tensor(expr: cst.CSTNode, sem) -> bool:
+    try:
+        return sem.values.of(expr).is_tensor
+    except Exception:  # noqa: BLE001 - an unknown value is not a tensor
+        return False
 
 
 def _is_loader_iterator(expr: Optional[cst.CSTNode], sem) -> bool:

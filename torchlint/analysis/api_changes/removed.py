@@ -62,6 +62,27 @@ CHANGES: List[ApiChange] = [
         "r = torch.linalg.matrix_rank(A)",
         "torch.matrix_rank's `symmetric` parameter is `hermitian` in torch.linalg.matrix_rank; its `tol` is "
         "`atol`/`rtol`."),
+    # -- the same, as Tensor methods (flagged where the value model knows the receiver is a tensor)
+    *[
+        ApiChange(
+            api=f"torch.Tensor.{name}", kind=METHOD, outcome=RAISES, deprecated_in="1.9", changed_in="1.13",
+            error=error, replacement=replacement,
+            check=Check(snippet=_MATRIX + call + "\n", match=match, replacement_snippet=_MATRIX + good + "\n"),
+            notes=f"The method form of torch.{name}.",
+        )
+        for name, call, good, replacement, error, match in (
+            ("solve", "X, LU = B.solve(A)", "X = torch.linalg.solve(A, B)", "`torch.linalg.solve(A, B)`",
+             _REMOVED_19, "deprecated since version 1.9 and is now removed"),
+            ("symeig", "L, V = S.symeig(eigenvectors=True)", 'L, V = torch.linalg.eigh(S, UPLO="U")',
+             '`torch.linalg.eigh(A, UPLO="U")`', _REMOVED_19, "deprecated since version 1.9 and is now removed"),
+            ("eig", "L, V = A.eig(eigenvectors=True)", "L, V = torch.linalg.eig(A)", "`torch.linalg.eig(A)`",
+             _REMOVED_19, "deprecated since version 1.9 and is now removed"),
+            ("lstsq", "X, QR = B.lstsq(A)", "X = torch.linalg.lstsq(A, B).solution",
+             "`torch.linalg.lstsq(A, B).solution`", _REMOVED_19, "deprecated since version 1.9 and is now removed"),
+            ("matrix_rank", "r = A.matrix_rank()", "r = torch.linalg.matrix_rank(A)", "`torch.linalg.matrix_rank(A)`",
+             "AttributeError: 'Tensor' object has no attribute 'matrix_rank'", "has no attribute 'matrix_rank'"),
+        )
+    ],
     # -- removed modules -------------------------------------------------------------------
     ApiChange(
         api="torch._six", kind=MODULE, outcome=RAISES, deprecated_in=None, changed_in="2.0",
