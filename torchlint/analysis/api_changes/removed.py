@@ -7,8 +7,13 @@ torchvision and torchtext (not installable beside the pinned CPU torch) are `che
 and name what was read.
 
 Versions: `deprecated_in` / `changed_in` are the PyTorch (or torchvision / torchtext) releases
-that deprecated / removed the API, from the release notes and the removal PRs named in TorchFix's
-`deprecated_symbols.yaml`; where a release is less certain the entry's `notes` say so.
+that deprecated / removed the API, from the measured messages where they name one ("deprecated
+since 1.12", "as of PyTorch 2.1", "as of PyTorch 2.0", "since version 1.9"), else from the
+release notes and the deprecation/removal PRs named in TorchFix's `deprecated_symbols.yaml`
+(dated to the release that followed them). Those read off PR dates are less certain: `torch.lu`,
+`lu_solve` (1.13), `triangular_solve` (1.11), `sdp_kernel` (2.3), `_register_pytree_node` (2.2),
+`torch.ger` (1.8), `norm`, `svd` (1.9), the DataLoader `.next()` (1.5); the outcome on the current
+release, which is what the rules report, is measured for every `checked="torch"` entry.
 """
 
 from __future__ import annotations
