@@ -52,7 +52,8 @@ def test_fixes_on_the_fixtures_parse_and_are_idempotent():
     from torchlint.fixer import fix_data, parses
 
     root = Path(__file__).resolve().parent.parent / "fixtures"
-    paths = sorted(root.glob("TL209/*.py")) + sorted(root.glob("TL210/*.py")) + sorted(root.glob("fixes/TL2[01][90]_*.py"))
+    paths = (sorted(root.glob("TL209/*.py")) + sorted(root.glob("TL210/*.py"))
+             + sorted(root.glob("fixes/TL209_*.py")) + sorted(root.glob("fixes/TL210_*.py")))
     rules = select_rules(["TL209", "TL210"])
     for path in paths:
         for unsafe in (False, True):

@@ -19,8 +19,8 @@ def _table() -> str:
             continue
         since = f"removed in {change.changed_in}" if change.changed_in else "removed"
         checked = f"checked on {CHECKED_ON}" if change.check.checked == "torch" else "source-checked"
-        rows.append(f"- `{change.api}` ({since}; {checked}): `{change.error[:90]}`"
-                    + ("…" if len(change.error) > 90 else "") + f" → {change.replacement}")
+        error = change.error if len(change.error) <= 90 else change.error[:89] + "…"
+        rows.append(f"- `{change.api}` ({since}; {checked}): `{error}` → {change.replacement}")
     return "\n".join(rows)
 
 

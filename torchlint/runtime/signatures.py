@@ -221,6 +221,8 @@ CODES["TL209"] = Code("a removed torch API (API-change table)",
                       "(RuntimeError 'deprecated since version 1.9 and is now removed', "
                       "ModuleNotFoundError \"No module named 'torch._six'\", AttributeError "
                       "\"'_SingleProcessDataLoaderIter' object has no attribute 'next'\", ...)")
+
+
 def removed_api(type_name: str, message: str):
     """The API-change entry (RAISES) whose measured error this exception is, or None."""
     from torchlint.analysis.api_changes import RAISES

@@ -17,7 +17,7 @@ from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.api_changes import DOCS, FUNCTION, METHOD, MODULE, RAISES, WARNS, ApiChange, removed
+from torchlint.analysis.api_changes import FUNCTION, METHOD, MODULE, RAISES, WARNS, ApiChange, removed
 from torchlint.analysis.scopes import dotted_name
 
 _REMOVAL_ANNOUNCED = re.compile(r"will be (?:removed|deleted)|this context manager will be removed")

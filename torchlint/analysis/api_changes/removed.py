@@ -233,7 +233,8 @@ CHANGES: List[ApiChange] = [
     ),
     ApiChange(
         api="torchtext.data.Field", kind=FUNCTION, outcome=RAISES, deprecated_in="0.8", changed_in="0.9",
-        error="ImportError: cannot import name 'Field' from 'torchtext.data' (read as `data.Field`: AttributeError)",
+        error=("ImportError: cannot import name 'Field' from 'torchtext.data' "
+               f"(read as `data.Field`: AttributeError)"),
         replacement="torchtext's datasets and `torchtext.vocab` with a DataLoader (torchtext.legacy.data.Field "
                     "existed in 0.9-0.11 only)",
         check=Check(snippet="from torchtext.data import Field\n",
@@ -245,7 +246,8 @@ CHANGES: List[ApiChange] = [
     ),
     ApiChange(
         api="torchtext.data.BucketIterator", kind=FUNCTION, outcome=RAISES, deprecated_in="0.8", changed_in="0.9",
-        error="ImportError: cannot import name 'BucketIterator' from 'torchtext.data' (read as `data.BucketIterator`: AttributeError)",
+        error=("ImportError: cannot import name 'BucketIterator' from 'torchtext.data' "
+               f"(read as `data.BucketIterator`: AttributeError)"),
         replacement="a `torch.utils.data.DataLoader` with a `collate_fn` that pads",
         check=Check(snippet="from torchtext.data import BucketIterator\n",
                     replacement_snippet="from torch.utils.data import DataLoader\n",
@@ -254,7 +256,8 @@ CHANGES: List[ApiChange] = [
     ),
     ApiChange(
         api="torchtext.data.TabularDataset", kind=FUNCTION, outcome=RAISES, deprecated_in="0.8", changed_in="0.9",
-        error="ImportError: cannot import name 'TabularDataset' from 'torchtext.data' (read as `data.TabularDataset`: AttributeError)",
+        error=("ImportError: cannot import name 'TabularDataset' from 'torchtext.data' "
+               f"(read as `data.TabularDataset`: AttributeError)"),
         replacement="a `torch.utils.data.Dataset` over the rows (csv / pandas)",
         check=Check(snippet="from torchtext.data import TabularDataset\n",
                     replacement_snippet="from torch.utils.data import Dataset\n",
@@ -493,8 +496,10 @@ CHANGES: List[ApiChange] = [
         api="torch.ger", kind=FUNCTION, outcome=DOCS, deprecated_in="1.8", changed_in=None,
         error="no warning; the documentation says deprecated, use torch.outer",
         replacement="`torch.outer` (same arguments)",
-        check=Check(match="deprecated", snippet="import torch\n\na = torch.randn(3)\nb = torch.randn(2)\nm = torch.ger(a, b)\n",
-                    replacement_snippet="import torch\n\na = torch.randn(3)\nb = torch.randn(2)\nm = torch.outer(a, b)\n"),
+        check=Check(match="deprecated", snippet="import torch\n\na = torch.randn(3)\nb = torch.randn(2)\n"
+                                                "m = torch.ger(a, b)\n",
+                    replacement_snippet="import torch\n\na = torch.randn(3)\nb = torch.randn(2)\n"
+                                        "m = torch.outer(a, b)\n"),
         exact_fix=True, rename="torch.outer", notes="An alias: measured equal (torch.equal).",
     ),
     ApiChange(
