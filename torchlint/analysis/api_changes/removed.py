@@ -212,8 +212,8 @@ CHANGES: List[ApiChange] = [
         api="torchvision.models.utils", kind=MODULE, outcome=RAISES, deprecated_in=None, changed_in="0.11",
         error="ModuleNotFoundError: No module named 'torchvision.models.utils'",
         replacement="`torch.hub.load_state_dict_from_url`",
-        check=Check(snippet="from torchvision.models.utils import load_state_dict_from_url\n",
-                    replacement_snippet="from torch.hub import load_state_dict_from_url\n",
+        check=Check(snippet="import torch\nfrom torchvision.models.utils import load_state_dict_from_url\n",
+                    replacement_snippet="import torch\nfrom torch.hub import load_state_dict_from_url\n",
                     checked="source",
                     source="torchvision v0.11.0: models/utils.py replaced by torchvision/_internally_replaced_"
                            "utils.py (the ModuleNotFoundError is reported on 0.11.3 and 0.13.1)"),
@@ -224,8 +224,8 @@ CHANGES: List[ApiChange] = [
         error="ModuleNotFoundError: No module named 'torchtext.legacy'",
         replacement="torchtext's datasets, `torchtext.vocab.build_vocab_from_iterator` and a "
                     "`torch.utils.data.DataLoader` with a `collate_fn` (or pin torchtext < 0.12)",
-        check=Check(snippet="from torchtext.legacy.data import Field, BucketIterator\n",
-                    replacement_snippet="from torchtext.vocab import build_vocab_from_iterator\n",
+        check=Check(snippet="import torch\nfrom torchtext.legacy.data import Field, BucketIterator\n",
+                    replacement_snippet="import torch\nfrom torchtext.vocab import build_vocab_from_iterator\n",
                     checked="source",
                     source="pytorch/text#1437 (removes the legacy folder, merged for 0.12.0); maintainer in "
                            "pytorch/text#1661: deprecated since 0.11, deleted in 0.12.0"),
@@ -237,8 +237,8 @@ CHANGES: List[ApiChange] = [
                f"(read as `data.Field`: AttributeError)"),
         replacement="torchtext's datasets and `torchtext.vocab` with a DataLoader (torchtext.legacy.data.Field "
                     "existed in 0.9-0.11 only)",
-        check=Check(snippet="from torchtext.data import Field\n",
-                    replacement_snippet="from torchtext.vocab import build_vocab_from_iterator\n",
+        check=Check(snippet="import torch\nfrom torchtext.data import Field\n",
+                    replacement_snippet="import torch\nfrom torchtext.vocab import build_vocab_from_iterator\n",
                     checked="source",
                     source="torchtext v0.9.0 release notes (Field, BucketIterator, TabularDataset moved to "
                            "torchtext.legacy), per pytorch/text#1274 and #1636"),
@@ -249,8 +249,8 @@ CHANGES: List[ApiChange] = [
         error=("ImportError: cannot import name 'BucketIterator' from 'torchtext.data' "
                f"(read as `data.BucketIterator`: AttributeError)"),
         replacement="a `torch.utils.data.DataLoader` with a `collate_fn` that pads",
-        check=Check(snippet="from torchtext.data import BucketIterator\n",
-                    replacement_snippet="from torch.utils.data import DataLoader\n",
+        check=Check(snippet="import torch\nfrom torchtext.data import BucketIterator\n",
+                    replacement_snippet="import torch\nfrom torch.utils.data import DataLoader\n",
                     checked="source", source="torchtext v0.9.0 release notes (moved to torchtext.legacy)"),
         on_reference=True,
     ),
@@ -259,8 +259,8 @@ CHANGES: List[ApiChange] = [
         error=("ImportError: cannot import name 'TabularDataset' from 'torchtext.data' "
                f"(read as `data.TabularDataset`: AttributeError)"),
         replacement="a `torch.utils.data.Dataset` over the rows (csv / pandas)",
-        check=Check(snippet="from torchtext.data import TabularDataset\n",
-                    replacement_snippet="from torch.utils.data import Dataset\n",
+        check=Check(snippet="import torch\nfrom torchtext.data import TabularDataset\n",
+                    replacement_snippet="import torch\nfrom torch.utils.data import Dataset\n",
                     checked="source", source="torchtext v0.9.0 release notes (moved to torchtext.legacy)"),
         on_reference=True,
     ),
@@ -543,7 +543,7 @@ CHANGES: List[ApiChange] = [
         changed_in=None,
         error="UserWarning: The transform `ToTensor()` is deprecated and will be removed in a future release.",
         replacement="`v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])`",
-        check=Check(snippet="from torchvision.transforms import v2\n\nt = v2.ToTensor()\n",
+        check=Check(snippet="import torch\nfrom torchvision.transforms import v2\n\nt = v2.ToTensor()\n",
                     replacement_snippet="import torch\nfrom torchvision.transforms import v2\n\n"
                                         "t = v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])\n",
                     checked="source",
