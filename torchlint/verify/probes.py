@@ -473,3 +473,86 @@ def run_probe(name: str, source: str, device: str, expect: dict) -> Observation:
 
 def probe_names() -> Iterable[str]:
     return sorted(PROBES)
+
+
+# --------------------------------------------------------------------------------------------
+# The API-change table (torchlint.analysis.api_changes): one probe for every entry's Check
+
+
+def _resolve_api(api: str) -> Tuple[Any, str, Any]:
+    """(owner, attribute, object) for a dotted name: `torch.ger` -> (torch, "ger", torch.ger)."""
+    import importlib
+
+    parts = api.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:-1]:
+            owner = getattr(owner, name)
+        return owner, parts[-1], getattr(owner, parts[-1])
+    raise ValueError(f"probe `api_change`: cannot resolve {api!r}")
+
+
+def _mentions(source: str, api: str) -> bool:
+    import re
+
+    return re.search(rf"\b{re.escape(api.rsplit('.', 1)[-1])}\b", source) is not None
+
+
+@probe
+def api_change(source: str, device: str, api: str = "", outcome: str = "raises", error: str = "",
+               match: str = "", checked: str = "torch", origin: str = "",
+               show: Sequence[str] = ()) -> Observation:
+    """Harm: the snippet shows the table entry's claimed outcome on the installed torch.
+
+    - outcome "raises": it raises `error` (an exception type) whose message contains `match`;
+    - "warns": it emits a warning of category `error` whose text contains `match`;
+    - "docs" (deprecated in the documentation only): it calls `api` (counted by wrapping it for
+      the run), no warning is emitted, and `api`'s docstring contains `match`.
+    An exception the entry does not claim escapes (ERROR). With `checked="source"` nothing runs
+    (the package is not installed here): the evidence names the sources read (`origin`), and the
+    harm is whether the snippet spells the entry's name."""
+    if checked == "source":
+        spelled = _mentions(source, api)
+        what = f"spells `{api.rsplit('.', 1)[-1]}`" if spelled else f"does not spell `{api.rsplit('.', 1)[-1]}`"
+        return Observation(spelled, f"source-checked, not run: {what}; read in {origin}")
+    if outcome == "raises":
+        return raises(source, device, exc=error or "Exception", match=match, show=show)
+    if outcome == "warns":
+        return warns(source, device, category=error or "Warning", match=match, show=show)
+    if outcome != "docs":
+        raise ValueError(f"probe `api_change`: unknown outcome {outcome!r}")
+    owner, attr, target = _resolve_api(api)
+    calls = [0]
+    if isinstance(target, type):
+        original_init = target.__dict__.get("__init__")
+        base_init = target.__init__
+
+        def counting_init(self, *args, **kwargs):  # noqa: ANN001 - any class
+            calls[0] += 1
+            base_init(self, *args, **kwargs)
+
+        target.__init__ = counting_init
+        restore = (lambda: setattr(target, "__init__", original_init)) if original_init is not None \
+            else (lambda: delattr(target, "__init__"))
+    else:
+        def counting(*args, **kwargs):
+            calls[0] += 1
+            return target(*args, **kwargs)
+
+        setattr(owner, attr, counting)
+        restore = lambda: setattr(owner, attr, target)  # noqa: E731
+    try:
+        with warnings.catch_warnings(record=True) as records:
+            warnings.simplefilter("always")
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+            namespace = _run_or_raise(source, device)
+    finally:
+        restore()
+    documented = match.lower() in (target.__doc__ or "").lower()
+    seen = sorted({f"{r.category.__name__}: {_first_sentence(str(r.message), 80)}" for r in records})
+    evidence = (f"`{api}` called {calls[0]}×; warnings: {'; '.join(seen) or 'none'}; docstring "
+                f"{'says' if documented else 'does not say'} {match!r}")
+    return Observation(calls[0] > 0 and not records and documented, evidence + _shown(namespace, show))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from torchlint.verify.runner import VERDICTS
+from torchlint.verify.runner import API_CHANGE_PROBE, VERDICTS
 
 
 def render_json(report: dict) -> str:
@@ -33,6 +33,22 @@ def _environment_lines(env: dict) -> list:
     return lines
 
 
+def _api_table_lines(report: dict) -> list:
+    """Which torch the API-change table's claims were checked on, when its entries ran."""
+    rows = [row for row in report["results"] if row.get("probe") == API_CHANGE_PROBE]
+    if not rows:
+        return []
+    from torchlint.analysis.api_changes import CHECKED_ON
+
+    source = sum(1 for row in rows if row.get("checked") == "source")
+    on = f"torch {report['environment'].get('torch')}"
+    line = (f"  API-change table: {len(rows) - source} entries' claims checked on {on} (this run), "
+            f"{source} source-checked; the table records {CHECKED_ON}")
+    if CHECKED_ON != on:
+        line += " — a different torch: REFUTED rows are claims this torch contradicts"
+    return [line]
+
+
 def _wrap(prefix: str, text: str, width: int = 110) -> list:
     indent = " " * len(prefix)
     return textwrap.wrap(text, width=width, initial_indent=prefix, subsequent_indent=indent,
@@ -41,6 +57,7 @@ def _wrap(prefix: str, text: str, width: int = 110) -> list:
 
 def render_text(report: dict) -> str:
     lines = _environment_lines(report["environment"])
+    lines.extend(_api_table_lines(report))
     lines.append("")
     width = max([10] + [len(row["rule"]) + 1 for row in report["results"]])
     header = f"{'RULE':<{width}} {'DEVICE':<6} {'VERDICT':<13} {'STATIC':<11} CASE"

@@ -31,8 +31,13 @@ REFUTED = "REFUTED"
 NOT_REFUTED = "NOT REFUTED"
 ERROR = "ERROR"
 SKIPPED = "SKIPPED"
-VERDICTS = (CONFIRMED, NOT_CONFIRMED, REFUTED, NOT_REFUTED, ERROR, SKIPPED)
+# An API-change entry about a package that cannot be installed here (torchvision, torchtext): its
+# claim was read in the package's sources, only the static half ran.
+SOURCE_CHECKED = "SOURCE-CHECKED"
+VERDICTS = (CONFIRMED, NOT_CONFIRMED, REFUTED, NOT_REFUTED, ERROR, SKIPPED, SOURCE_CHECKED)
 FAILING = (NOT_CONFIRMED, NOT_REFUTED, ERROR)
+# The probe of the API-change table's entries: for them REFUTED means the table is wrong (failing).
+API_CHANGE_PROBE = "api_change"
 
 DEFAULT_TIMEOUT = 30.0
 STARTUP_TIMEOUT = 120.0
@@ -221,6 +226,8 @@ def _row(case: Case, device: str, static_result: dict) -> dict:
         "good": None,
         "static": static_result,
         "seconds": None,
+        "probe": case.probe,
+        "checked": (case.expect or {}).get("checked", "torch") if case.probe == API_CHANGE_PROBE else None,
     }
 
 
@@ -239,6 +246,8 @@ def decide(row: dict) -> None:
     if static_result["status"] == static.ERROR:
         row["verdict"], row["reason"] = ERROR, static_result["detail"]
         return
+    if row.get("probe") == API_CHANGE_PROBE and _decide_api_change(row):
+        return
     problems = []
     if not bad["harm"]:
         problems.append("bad snippet showed no harm")
@@ -250,6 +259,23 @@ def decide(row: dict) -> None:
         row["verdict"], row["reason"] = NOT_CONFIRMED, "; ".join(problems)
     else:
         row["verdict"] = CONFIRMED
+
+
+def _decide_api_change(row: dict) -> bool:
+    """An API-change entry's verdict where it differs from a rule case's: the entry's claim not
+    seen on this torch is REFUTED (and fails the run); a source-checked entry whose static half
+    holds is SOURCE-CHECKED. False: decide as for any rule case."""
+    bad, good, static_result = row["bad"], row["good"], row["static"]
+    if row.get("checked") == "source":
+        if static_result["status"] == static.MISMATCH:
+            return False
+        row["verdict"] = SOURCE_CHECKED
+        row["reason"] = "claim read in the released sources, not run (the package is not installed here)"
+        return True
+    if not bad["harm"]:
+        row["verdict"], row["reason"] = REFUTED, "the table's claim did not hold on this torch: " + bad["evidence"]
+        return True
+    return False
 
 
 def _run_device(device: str, cases: Sequence[Case], rows: Dict[tuple, dict], child: Optional[Child],
@@ -371,7 +397,8 @@ def run_cases(cases: Sequence[Case], devices: Optional[Sequence[str]] = None,
         "results": ordered,
         "summary": summary,
         "wall_seconds": round(time.perf_counter() - started, 2),
-        "exit_code": 1 if any(summary[v] for v in FAILING) else 0,
+        "exit_code": 1 if any(summary[v] for v in FAILING) or any(
+            row["verdict"] == REFUTED and row.get("probe") == API_CHANGE_PROBE for row in ordered) else 0,
     }
 
 

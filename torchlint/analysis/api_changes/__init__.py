@@ -28,6 +28,7 @@ DEFAULT = "default"  # the default of a parameter changed: torch.load(weights_on
 RAISES = "raises"  # an exception (AttributeError, ModuleNotFoundError, RuntimeError, ...)
 WARNS = "warns"  # a warning (FutureWarning / UserWarning / DeprecationWarning) and the same result
 CHANGED = "changed"  # runs, but means something else than it did (a default flipped)
+DOCS = "docs"  # deprecated in the documentation only: runs silently and computes the same
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class Check:
     expect: str = ""
     checked: str = "torch"
     source: str = ""
+    line: int = 0  # the line of `snippet` that uses the old API (where a rule reports); 0: the last line
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class ApiChange:
     keyword: str = ""  # for KEYWORD/DEFAULT: the parameter's name
     exact_fix: bool = False  # the replacement computes the same for every call the rule may rewrite
     notes: str = ""  # semantics that differ (argument order, upper/lower default), for the docs
+    on_reference: bool = False  # a mere reference (not only a call) has the outcome: AttributeError, a removed class
+    rename: str = ""  # the qualified name that takes the same arguments (a drop-in rename the fix may write)
 
 
 def _collect() -> Tuple[ApiChange, ...]:

@@ -120,6 +120,7 @@ class Failures:
             "TL201": self._zero_dim_index,
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
+            signatures.API_REMOVED: self._api_removed,
         }.get(family, self._signature_direct)
         return handler(error, family, op, modules, site)
 
@@ -320,6 +321,14 @@ class Failures:
             spans = (span,) if span else ()
         return self._observe(family, site, messages[family], f"{type(error).__name__}: {_first_sentence(error)}",
                              spans=spans)
+
+    def _api_removed(self, error, family, op, modules, site) -> bool:
+        change = signatures.removed_api(type(error).__name__, str(error))
+        if change is None:
+            return False
+        since = f" (removed in {change.changed_in})" if change.changed_in else ""
+        return self._observe(family, site, f"`{change.api}` was removed{since}; use {change.replacement}",
+                             f"{type(error).__name__}: {_first_sentence(error)}")
 
     def _syntax(self, error: SyntaxError) -> bool:
         if not signatures.is_async_keyword_syntax_error(error.text) or not error.filename or not error.lineno:

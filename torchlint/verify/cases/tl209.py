@@ -1,0 +1,5 @@
+"""TL209: removed torch APIs, one confirmation per entry of the API-change table."""
+
+from torchlint.verify.cases._api_table import cases_for
+
+CASES = cases_for("TL209")
