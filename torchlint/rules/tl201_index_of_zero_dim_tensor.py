@@ -17,6 +17,10 @@ class IndexOfZeroDimTensor(Rule):
     summary = "`loss.data[0]` / `loss[0]` on a 0-dim tensor raises IndexError since PyTorch 0.4: use `.item()`"
     fix_availability = "always"
     default_severity = Severity.ERROR
+    severity_docs = """
+Always an **error**: indexing a 0-dim tensor raises `IndexError: invalid index of a 0-dim tensor`
+on every PyTorch since 0.4.
+"""
     triggers = ("[0]",)
     node_types = (cst.Subscript,)
     confirmation_module = "tl201"

@@ -37,6 +37,12 @@ class RemovedTorchApi(Rule):
     summary = "A removed torch/torchvision/torchtext API (`torch.solve`, `torch._six`, `iter(loader).next()`): it raises today"
     fix_availability = "sometimes"
     default_severity = Severity.ERROR
+    severity_docs = """
+An **error** where the removed API is used or imported at run time: the call or the import raises
+(`RuntimeError ... is now removed`, `ModuleNotFoundError`, `AttributeError`). A **warning** for an
+import by name of a function that still exists and raises only when it is called (`from torch
+import solve`), since the file may never call it.
+"""
     triggers = drift.triggers((RAISES,)) + ("next",)
     node_types = (cst.Attribute, cst.Name, cst.Import, cst.ImportFrom)
     confirmation_module = "tl209"

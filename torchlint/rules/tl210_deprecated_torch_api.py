@@ -51,6 +51,11 @@ class DeprecatedTorchApi(Rule):
     summary = "A deprecated torch API that still runs (`torch.cuda.amp.autocast`, `torch.range`, `torch.qr`): use its replacement"
     fix_availability = "sometimes"
     default_severity = Severity.NOTE
+    severity_docs = """
+A **warning** when the entry's measured warning announces removal ("will be removed", "will be
+deleted"): the code breaks on a coming release. A **note** otherwise: the old spelling still
+computes the same today.
+"""
     triggers = drift.triggers(_OUTCOMES)
     node_types = (cst.Attribute, cst.Name, cst.Import, cst.ImportFrom)
     confirmation_module = "tl210"

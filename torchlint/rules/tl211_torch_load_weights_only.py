@@ -24,6 +24,13 @@ class TorchLoadWeightsOnly(Rule):
                "raises UnpicklingError since PyTorch 2.6 (`weights_only=True` by default)")
     fix_availability = "sometimes"
     default_severity = Severity.WARNING
+    severity_docs = """
+An **error** when the load reads a checkpoint this file saves (linked by path or by a key read
+back) and that checkpoint holds something `weights_only=True` refuses: the load raises
+`UnpicklingError`. A **warning** when the file saves such a checkpoint but this load cannot be
+linked to it. A **note** when nothing is known of what is loaded (a pretrained state dict loads
+fine), or with `pickle_module=`.
+"""
     triggers = ("load",)
     node_types = (cst.Call,)
     confirmation_module = "tl211"

@@ -16,6 +16,10 @@ class ZeroDimTensorAsSequence(Rule):
     summary = "`loss.data.numpy()[0]` / `sum(loss)` on a 0-dim tensor raise IndexError / TypeError: use `.item()`"
     fix_availability = "sometimes"
     default_severity = Severity.ERROR
+    severity_docs = """
+Always an **error**: `.numpy()[0]` of a 0-dim tensor raises `IndexError` and `sum()` of one raises
+`TypeError` on every PyTorch since 0.4.
+"""
     triggers = ("numpy", "sum")
     node_types = (cst.Subscript, cst.Call)
     confirmation_module = "tl212"
