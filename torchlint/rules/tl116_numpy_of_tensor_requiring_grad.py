@@ -82,7 +82,7 @@ call raised before; the detached tensor shares the memory `numpy()` would have s
             f"raises `RuntimeError: Can't call numpy() on Tensor that requires grad`; use "
             f"`{spelled}.detach().numpy()`",
             FixSpec("Insert `.detach()` before `.numpy()`",
-                    (Replace(receiver, ctx.code(receiver) + ".detach()"),), Applicability.SAFE),
+                    (Replace(func.attr, "detach().numpy"),), Applicability.SAFE),
             severity=Severity.ERROR)
 
 
