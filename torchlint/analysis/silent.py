@@ -159,9 +159,12 @@ BATCHNORM_RANKS = {
 # input): nn.Flatten() with its default start_dim=1 gives (N, features).
 RANK_MAKING = {"Flatten": 2}
 # Layers whose output has the rank of their input.
-RANK_KEEPING = (api.STATELESS_MODULES - {"Flatten", "Unflatten", "GLU", "PixelShuffle", "PixelUnshuffle",
-                                          "Upsample"} - {n for n in api.STATELESS_MODULES if "Pool" in n or "Pad" in n}) \
+_RANK_CHANGING_STATELESS = frozenset({"Flatten", "Unflatten", "GLU", "PixelShuffle", "PixelUnshuffle", "Upsample"})
+RANK_KEEPING = (
+    (api.STATELESS_MODULES - _RANK_CHANGING_STATELESS
+     - {n for n in api.STATELESS_MODULES if "Pool" in n or "Pad" in n})
     | api.DROPOUT_MODULES | frozenset("Linear LazyLinear Bilinear LayerNorm BatchNorm1d".split())
+)
 # Layers whose output's dimension 1 is their `out_features`/`out_channels` argument when the
 # output has the rank they are meant for: (the rank they give a batch, the argument's position).
 FEATURE_LAYERS = {

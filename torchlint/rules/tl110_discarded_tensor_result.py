@@ -12,13 +12,11 @@ from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 class DiscardedTensorResult(Rule):
     code = "TL110"
     name = "discarded-tensor-result"
-    summary = "Out-of-place tensor op as a statement (`x.to(device)`, `F.dropout(h)`): the result is thrown away"
+    summary = "Out-of-place tensor op as a statement (`x.to(device)`, `F.dropout(h)`): its result is lost"
     fix_availability = "sometimes"
     default_severity = Severity.WARNING
-    triggers = tuple(sorted({"." + m + "(" for m in ("to", "cuda", "cpu", "float", "double", "half", "long",
-                                                     "t", "view", "reshape", "transpose", "permute", "type",
-                                                     "int", "bool", "bfloat16", "contiguous", "clone", "detach",
-                                                     "squeeze", "unsqueeze", "flatten")} | {"torch.", "F.", "functional"}))
+    # every finding needs a tensor or a torch function, so an import of torch
+    triggers = ("torch",)
     node_types = (cst.Call,)
     confirmation_module = "tl110"
     docs = """

@@ -15,7 +15,7 @@ _EXPECTED = {frozenset({2, 3}): "2D or 3D", frozenset({4}): "4D", frozenset({5})
 class BatchNormRankMismatch(Rule):
     code = "TL113"
     name = "batchnorm-rank-mismatch"
-    summary = "BatchNorm of the wrong dimensionality in a Sequential (`BatchNorm2d` after `Linear`): ValueError at the first batch"
+    summary = "BatchNorm of the wrong rank in a Sequential (`BatchNorm2d` after `Linear`): ValueError at first batch"
     fix_availability = "none"
     default_severity = Severity.ERROR
     triggers = ("BatchNorm",)

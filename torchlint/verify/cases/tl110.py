@@ -50,6 +50,7 @@ out = model(x)
 """,
         bad_line=6,
         probe="raises",
-        expect={"exc": "RuntimeError", "match": ["is not on the expected device", "Expected all tensors to be on the same device"]},
+        expect={"exc": "RuntimeError",
+                "match": ["is not on the expected device", "Expected all tensors to be on the same device"]},
     ),
 ]
