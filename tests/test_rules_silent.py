@@ -73,10 +73,16 @@ def test_tl111_train_without_eval_is_a_warning():
 
 
 @pytest.mark.parametrize("code, path", [("TL112", "TL112/in_forward.py"), ("TL113", "TL113/ranks.py"),
-                                        ("TL114", "TL114/sigmoid_ce.py"), ("TL115", "TL115/nan.py"),
+                                        ("TL114", "TL114/sigmoid_ce.py"),
                                         ("TL116", "TL116/numpy_grad.py")])
 def test_errors(code, path):
     assert set(severities(path, code).values()) == {Severity.ERROR}
+
+
+def test_tl115_nan_against_nan_is_a_note():
+    found = severities("TL115/nan.py", "TL115")
+    assert found.pop(18) == Severity.NOTE
+    assert set(found.values()) == {Severity.ERROR}
 
 
 # -- TL110 and TL007 -----------------------------------------------------------------------------
@@ -168,3 +174,22 @@ def test_parametric_module(layer, expected):
     sem = model(f"import torch.nn as nn\nlayer = {layer}\n")
     call = sem.index.nodes(cst.Assign)[-1].value
     assert silent.parametric_module(sem, call) == expected
+
+
+# -- torchlint run: how the run recognises TL113 / TL116 (no torch needed) -----------------------
+
+@pytest.mark.parametrize("kind, message, family", [
+    ("ValueError", "expected 4D input (got 2D input)", "TL113"),
+    ("ValueError", "expected 2D or 3D input (got 4D input)", "TL113"),
+    ("ValueError", "expected 5D input (got 4D input)", "TL113"),
+    ("RuntimeError", "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.",
+     "TL116"),
+    ("ValueError", "something else: expected 4D input (got 2D input)", None),
+    ("RuntimeError", "expected 4D input (got 2D input)", None),
+])
+def test_run_signatures(kind, message, family):
+    from torchlint.runtime import signatures
+
+    assert signatures.exception_family(kind, message) == family
+    if family is not None:
+        assert family in signatures.CODES

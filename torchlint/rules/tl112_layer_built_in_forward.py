@@ -25,7 +25,8 @@ Flags the construction of a `torch.nn` layer that holds parameters (`nn.Linear`,
 an `nn.Module` subclass: `nn.Linear(h.shape[-1], 8)(h)`, `layer = nn.Conv2d(...)`. Parameter-free
 modules (`nn.ReLU()`, `nn.Flatten()`, `nn.Dropout()`, `nn.Softmax()`, `nn.LayerNorm(...,
 elementwise_affine=False)`) are not flagged, nor is lazy initialisation that stores the layer
-on the module under an `if` (`if self.fc is None: self.fc = nn.Linear(...)`).
+on the module under an `if` (`if self.fc is None: self.fc = nn.Linear(...)`, also through
+`self.add_module(...)` or `setattr(self, ...)`).
 
 ## Why is this bad?
 Each call of `forward` builds a new layer with freshly initialised random weights. They are not
@@ -77,12 +78,21 @@ infers the input size at the first call).
             severity=Severity.ERROR)
 
 
+_REGISTERING = frozenset({"add_module", "register_module", "setattr"})
+
+
 def _lazy_initialisation(sem, call: cst.Call) -> bool:
-    """`self.fc = nn.Linear(...)` under an `if` in `forward`: built once, at the first call."""
+    """`self.fc = nn.Linear(...)`, `self.add_module("fc", nn.Linear(...))` or
+    `setattr(self, name, nn.Linear(...))` under an `if` in `forward`: built once, at the first
+    call."""
     statement = sem.statement_of(call)
-    if not isinstance(statement, cst.Assign) or statement.value is not call:
-        return False
-    if not all(isinstance(t.target, cst.Attribute) for t in statement.targets):
+    parent = sem.parent(sem.parent(call))  # Arg -> Call
+    registered = isinstance(parent, cst.Call) and (
+        (isinstance(parent.func, cst.Attribute) and parent.func.attr.value in _REGISTERING)
+        or (isinstance(parent.func, cst.Name) and parent.func.value in _REGISTERING))
+    assigned = isinstance(statement, cst.Assign) and statement.value is call and all(
+        isinstance(t.target, cst.Attribute) for t in statement.targets)
+    if not (registered or assigned):
         return False
     function = sem.function_of(call)
     for ancestor in sem.ancestors(call):

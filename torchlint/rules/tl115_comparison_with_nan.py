@@ -27,6 +27,9 @@ Flags `==` and `!=` comparisons with a NaN constant: `float("nan")` (any case, a
 `math.nan`, `np.nan` (`np.NaN`, `np.NAN`), `torch.nan`, on either side. `torch.isnan(x)`,
 `math.isnan(x)`, `np.isnan(x)` and `x != x` are not flagged.
 
+Severity: an error (the check never fires); a note for a NaN compared with a NaN
+(`np.nan == np.nan`, usually a demonstration of the rule itself).
+
 ## Why is this bad?
 IEEE 754 NaN compares unequal to everything, itself included, in Python, numpy and torch alike.
 Measured on torch 2.13: `torch.tensor(float("nan")) == float("nan")` is `tensor(False)`,
@@ -74,14 +77,17 @@ branch it guards starts to run (that is the point). Other operands get no fix.
                     other = right
                 else:
                     other = None
-                if other is not None and not silent.is_nan_constant(sem, other):
+                if other is not None:
                     equal = isinstance(operator, cst.Equal)
+                    # `np.nan == np.nan` is a demonstration more often than a check
+                    both = silent.is_nan_constant(sem, other)
                     never = "never true" if equal else "always true"
                     ctx.report(
                         node,
                         f"`{ctx.short(node, 50)}` is {never}: NaN compares unequal to everything, "
                         f"itself included, so the check never fires; use {_advice(sem, ctx, other, equal)}",
-                        _fix(sem, ctx, node, other, equal))
+                        None if both else _fix(sem, ctx, node, other, equal),
+                        severity=Severity.NOTE if both else Severity.ERROR)
                     return
             left = right
 
