@@ -71,6 +71,9 @@ CODES: Dict[str, Code] = {
                   "the loss input's grad_fn is SoftmaxBackward0 (through views)"),
     "TL109": Code("sigmoid output fed to BCELoss",
                   "the loss input's grad_fn is SigmoidBackward0 (through views)"),
+    "TL112": Code("layer with parameters built inside forward",
+                  "a module registering parameters while a forward runs, a new one at the same line "
+                  "in two separate calls"),
     "TL113": Code("BatchNorm given a tensor of the wrong rank",
                   "ValueError 'expected 4D input (got 2D input)' (and the other ranks) raised by a "
                   "BatchNorm module"),

@@ -301,10 +301,13 @@ class Failures:
         norm = modules[0] if modules else None
         if not isinstance(norm, torch.nn.modules.batchnorm._BatchNorm):
             return False
+        built = self.session.construction.batchnorm_site(norm)
         return self._observe(
             "TL113", site, f"`{type(norm).__name__}({norm.num_features})` is given a tensor of a rank it does not "
             "take (BatchNorm1d: 2-D or 3-D, BatchNorm2d: 4-D, BatchNorm3d: 5-D); use the BatchNorm that matches "
-            "the features", f"ValueError: {_first_sentence(error)}")
+            "the features", f"ValueError: {_first_sentence(error)}"
+            + (f" (the {type(norm).__name__} was built at line {built[1]})" if built else ""),
+            related=(built,) if built else ())
 
     def _numpy_with_grad(self, error, family, op, modules, site) -> bool:
         return self._observe(
