@@ -307,3 +307,35 @@ def batchnorm_rank_mismatch(sem: Semantic, sequential: cst.Call):
             ranks, features, feature_layer = None, None, None
         previous = call
     return found
+
+
+# -- integer casts (TL116) ------------------------------------------------------------------------
+# Integer and boolean dtypes: a tensor of one of them never requires grad (measured on torch 2.13:
+# `out.to(torch.int64).requires_grad` and `out.type(torch.LongTensor).requires_grad` are False).
+INTEGER_DTYPES = frozenset("int8 uint8 int16 int32 int64 uint16 uint32 uint64 long int short bool".split())
+INTEGER_TENSOR_TYPES = frozenset("LongTensor IntTensor ShortTensor ByteTensor CharTensor BoolTensor".split())
+
+
+def _integer_dtype(sem: Semantic, node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.SimpleString):
+        text = node.evaluated_value
+        return isinstance(text, str) and text.rsplit(".", 1)[-1] in INTEGER_TENSOR_TYPES
+    name = sem.qualified_name(node)
+    if name is None or not name.startswith("torch."):
+        return False
+    member = api.torch_member(name)
+    return member in INTEGER_DTYPES or member in INTEGER_TENSOR_TYPES
+
+
+def cast_to_integer(sem: Semantic, expr: cst.BaseExpression) -> bool:
+    """`expr` is, or is computed by a method chain through, `.to(<integer dtype>)` /
+    `.type(<integer tensor type>)`: its result cannot require grad."""
+    from torchlint.analysis.semantic import receiver_chain
+
+    for link in receiver_chain(expr):
+        if isinstance(link, cst.Call) and isinstance(link.func, cst.Attribute) \
+                and link.func.attr.value in ("to", "type"):
+            arguments = [a.value for a in link.args if a.keyword is None or a.keyword.value == "dtype"]
+            if any(_integer_dtype(sem, a) for a in arguments):
+                return True
+    return False

@@ -28,7 +28,9 @@ Flags `x.numpy()` when the value model knows `x` requires grad: a model's output
 computed with autograd on, a parameter (`model.fc.weight`), a tensor made with
 `requires_grad=True`, or any of these moved with `.cpu()`/`.to()`. Silent under `torch.no_grad()`
 / `inference_mode()` (also in a function every caller calls that way), after `.detach()`,
-`.data` or `.item()`, with `numpy(force=True)`, and on tensors of unknown origin.
+`.data` or `.item()`, after a cast to an integer or boolean dtype (`.long()`,
+`.to(torch.int64)`, `.type(torch.LongTensor)`, `argmax`: such tensors never require grad), with
+`numpy(force=True)`, and on tensors of unknown origin.
 
 ## Why is this bad?
 Measured on torch 2.13: `model(x).numpy()` and `model(x).cpu().numpy()` raise
@@ -72,7 +74,7 @@ call raised before; the detached tensor shares the memory `numpy()` would have s
         value = sem.values.of(func.value)
         if not value.is_tensor or not value.requires_grad:
             return
-        if silent.grad_may_be_off(sem, node):
+        if silent.grad_may_be_off(sem, node) or silent.cast_to_integer(sem, func.value):
             return
         receiver = func.value
         spelled = ctx.short(receiver, 40)
