@@ -16,28 +16,13 @@ from typing import Dict, FrozenSet, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.out_of_place import (  # noqa: F401 (the tables, read from here too)
+    DEVICE_AND_DTYPE_MOVES, OUT_OF_PLACE_FUNCTIONAL, OUT_OF_PLACE_METHODS, OUT_OF_PLACE_TORCH)
 from torchlint.analysis.semantic import Semantic, keyword
 from torchlint.analysis.value import GRAD_OFF, GRAD_UNKNOWN, MODULE, OPTIMIZER, SCHEDULER, GRAD_SCALER
 
-# -- out-of-place operations (TL110) ------------------------------------------------------------
-# Tensor methods that return a new tensor (or a view) and never write the receiver: as a
-# statement they do nothing. Device and dtype moves first (`x.to(device)`, `x.cuda()`,
-# `x.float()`): an nn.Module's methods of the same names move the module in place, which is why
-# the receiver must certainly be a tensor.
-DEVICE_AND_DTYPE_MOVES = frozenset({"to", "cuda", "cpu", "type"}) | api.DTYPE_CASTS
-OUT_OF_PLACE_METHODS = (
-    DEVICE_AND_DTYPE_MOVES | api.ELEMENTWISE | api.TRANSPOSING | api.RESHAPING
-    | (api.OTHER_VIEWS - {"as_strided"}) | frozenset("""
-view view_as clone detach repeat repeat_interleave masked_fill softmax log_softmax index_select
-gather scatter index_fill index_add flip roll tril triu cumsum cumprod
-""".split())
-)
-# torch.<name> functions that return a new tensor (unless `out=` is given).
-OUT_OF_PLACE_TORCH = api.ELEMENTWISE | api.TRANSPOSING | api.RESHAPING | frozenset(
-    "clone detach softmax log_softmax flatten squeeze unsqueeze cat stack".split())
-# torch.nn.functional.<name> functions that return a new tensor (unless `inplace=True`).
-OUT_OF_PLACE_FUNCTIONAL = api.FUNCTIONAL_ELEMENTWISE | frozenset(
-    "softmax log_softmax normalize layer_norm pad interpolate".split())
+
+# -- out-of-place operations (TL110): the tables are in out_of_place.py (the run reads them too) -
 
 
 def discarded_operation(sem: Semantic, call: cst.Call) -> Optional[Tuple[str, cst.BaseExpression]]:
