@@ -9,6 +9,8 @@
   is switched off while a library module's forward runs — nn.Linear, nn.TransformerEncoderLayer
   — and back on in the user's own modules and in loss modules: most ops of a model run inside
   library layers, and routing each of them through Python would cost more than everything else);
+- for a few out-of-place ops (`.to()`, `.float()`, `.view()`, `F.dropout`), whether the user's
+  frame discards the result (TL110, detectors/discarded.py);
 - `torch.autograd.graph.saved_tensors_hooks` (bytes of saved tensors; see detectors/memory.py);
 - per-parameter tensor hooks and grad_fn pre-hooks (TL002, TL003, TL106);
 - `warnings.showwarning`, wrapped (warnings still print as they would).
@@ -35,6 +37,7 @@ from torch.optim import optimizer as optim_module
 from torch.overrides import TorchFunctionMode
 
 from torchlint.runtime import signatures
+from torchlint.runtime.detectors import discarded
 from torchlint.runtime.detectors.construction import Construction
 from torchlint.runtime.detectors.failures import Failures
 from torchlint.runtime.detectors.gradients import Gradients
@@ -152,6 +155,7 @@ class Session:
         self.losses = Losses(self)
         self.failures = Failures(self)
         self.construction = Construction(self)
+        self.discarded = discarded.Discarded(self)
 
     # -- install / uninstall ---------------------------------------------------------------------------
     def install(self) -> None:
@@ -467,6 +471,26 @@ class Session:
 
     # -- the TorchFunctionMode ------------------------------------------------------------------------------
     def handler_for(self, func: Any) -> Optional[Callable]:
+        handler = self._op_handler_for(func)
+        if not discarded.applies(func):
+            return handler
+
+        def handle(func, args, kwargs):  # TL110: was the result of an out-of-place op thrown away?
+            if handler is not None:
+                output = handler(func, args, kwargs)
+            else:
+                try:
+                    output = func(*args, **kwargs)
+                except Exception as error:
+                    self.op_failed(func, args, kwargs, error)
+                    raise
+            if not self.busy:
+                self._detect(self.discarded.check, func, args, kwargs, output, sys._getframe(1))
+            return output
+
+        return handle
+
+    def _op_handler_for(self, func: Any) -> Optional[Callable]:
         name = getattr(func, "__name__", "")
         if type(func).__name__ == "method-wrapper":
             return None  # attribute getters and setters (x.shape, x.grad)

@@ -71,6 +71,9 @@ CODES: Dict[str, Code] = {
                   "the loss input's grad_fn is SoftmaxBackward0 (through views)"),
     "TL109": Code("sigmoid output fed to BCELoss",
                   "the loss input's grad_fn is SigmoidBackward0 (through views)"),
+    "TL110": Code("out-of-place tensor op as a statement: its result is lost",
+                  "a tensor method or torch.nn.functional op called directly from the user's code whose "
+                  "new tensor Python discards (the next instruction is POP_TOP)"),
     "TL112": Code("layer with parameters built inside forward",
                   "a module registering parameters while a forward runs, a new one at the same line "
                   "in two separate calls"),
