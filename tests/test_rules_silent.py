@@ -193,3 +193,15 @@ def test_run_signatures(kind, message, family):
     assert signatures.exception_family(kind, message) == family
     if family is not None:
         assert family in signatures.CODES
+
+
+@pytest.mark.parametrize("layers, advice", [
+    ("nn.Flatten(), nn.Linear(8, 4), nn.BatchNorm2d(4)", "nn.BatchNorm1d"),
+    ("nn.Conv2d(3, 4, 3), nn.BatchNorm1d(4)", "nn.BatchNorm2d"),
+    ("nn.Conv2d(3, 4, 3), nn.BatchNorm3d(4)", "nn.BatchNorm2d"),
+    ("nn.Conv1d(3, 4, 3), nn.BatchNorm2d(4)", "nn.BatchNorm1d"),
+    ("nn.Conv3d(3, 4, 3), nn.BatchNorm1d(4)", "nn.BatchNorm3d"),
+])
+def test_tl113_suggests_the_batchnorm_of_the_rank(layers, advice):
+    (finding,) = lint(f"import torch.nn as nn\nnet = nn.Sequential({layers})\n", "TL113")
+    assert finding.message.endswith(f"use `{advice}`"), finding.message

@@ -29,12 +29,14 @@ where the layers fix it, and flags a BatchNorm that cannot take it:
 - after `nn.Flatten()` (default `start_dim=1`: the output is `(N, features)`), and any layers
   that keep the rank (`nn.Linear`, activations, `nn.Dropout`, `nn.BatchNorm1d`), a
   `BatchNorm2d` (4-D only) or `BatchNorm3d` (5-D only);
-- after `nn.Conv1d` (2-D or 3-D output) a `BatchNorm2d`/`BatchNorm3d`; after `nn.Conv3d` a
-  `BatchNorm1d`/`BatchNorm2d`; after `nn.Conv2d` a `BatchNorm3d`;
-- a `BatchNorm2d`/`BatchNorm3d` whose `num_features` is the `out_features` of the `nn.Linear`
-  before it, and a `BatchNorm1d` whose `num_features` is the `out_channels` of the `nn.Conv2d`
-  before it: the feature size the author means to normalise sits where only a 2-D (4-D) tensor
-  puts it, which the BatchNorm rejects.
+- where no input could work, batched or not: after `nn.Conv1d` (2-D or 3-D output) a
+  `BatchNorm2d`/`BatchNorm3d`; after `nn.Conv2d` (3-D or 4-D) a `BatchNorm3d`; after
+  `nn.Conv3d` (4-D or 5-D) a `BatchNorm1d`;
+- where only an unbatched input could work by accident: a `BatchNorm2d`/`BatchNorm3d` whose
+  `num_features` is the `out_features` of the `nn.Linear` before it, and a `BatchNorm1d`
+  (`BatchNorm2d`) whose `num_features` is the `out_channels` of the `nn.Conv2d` (`nn.Conv3d`)
+  before it: the size the author means to normalise sits in the dimension a batched tensor of
+  the layer's rank puts it, and the BatchNorm rejects that rank.
 
 `BatchNorm1d` after `nn.Linear` (it takes `(N, C)` and `(N, C, L)`) and a Sequential holding a
 layer of unknown type between the two are not flagged.
@@ -73,7 +75,7 @@ dimensions is the author's choice.
             got = " or ".join(f"{r}D" for r in sorted(ranks))
             expected = _EXPECTED.get(silent.BATCHNORM_RANKS[layer], "other")
             after = f" after `{ctx.short(previous, 30)}`" if previous is not None else ""
-            right = "BatchNorm1d" if ranks & {2, 3} else f"BatchNorm{max(ranks) - 2}d"
+            right = f"BatchNorm{max(1, max(ranks) - 2)}d"  # the one a batch of that rank takes
             ctx.report(
                 call,
                 f"`{ctx.short(call, 30)}`{after} gets {got} input but takes only {expected}: the first "
