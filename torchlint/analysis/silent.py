@@ -11,6 +11,7 @@ the ranks were measured on torch 2.13 CPU (see the rules' docs). Like every fact
 
 from __future__ import annotations
 
+import re
 from typing import Dict, FrozenSet, Optional, Tuple
 
 import libcst as cst
@@ -39,8 +40,7 @@ def discarded_operation(sem: Semantic, call: cst.Call) -> Optional[Tuple[str, cs
             return None
         if method == "type" and not call.args:
             return None  # `x.type()` returns the type's name; harmless either way
-        value = sem.values.of(func.value)
-        if not value.is_tensor:
+        if not certainly_tensor(sem, func.value):
             return None
         return method, func.value
     name = sem.qualified_name(func)
@@ -323,4 +323,49 @@ def cast_to_integer(sem: Semantic, expr: cst.BaseExpression) -> bool:
             arguments = [a.value for a in link.args if a.keyword is None or a.keyword.value == "dtype"]
             if any(_integer_dtype(sem, a) for a in arguments):
                 return True
+    return False
+
+
+# -- receivers that certainly are tensors (TL110) ------------------------------------------------
+# Methods a tensor and an nn.Module both have: on a value of unknown kind the value model takes
+# the result for a tensor, though on a module it is the module itself, moved in place.
+MODULE_SHARED_METHODS = api.MODULE_SELF_METHODS & (DEVICE_AND_DTYPE_MOVES | {"requires_grad_", "share_memory"})
+
+
+def certainly_tensor(sem: Semantic, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """The value model says `expr` is a tensor, and that does not rest on a value of unknown kind
+    passed through a method modules have too (`model.to(device)` of a parameter `model`), nor on
+    joining an unknown binding with a tensor (`if half: model = model.half()`)."""
+    if depth > 6 or not sem.values.of(expr).is_tensor:
+        return False
+    if isinstance(expr, cst.Name):
+        values = sem.values.definition_values(expr)
+        if values is not None and not all(v.is_tensor for v in values):
+            return False
+        for definition in sem.values.flow.reaching(expr) or ():
+            if definition.kind == "assign" and definition.path == () and definition.value is not None \
+                    and not certainly_tensor(sem, definition.value, depth + 1):
+                return False
+        return True
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) \
+            and expr.func.attr.value in MODULE_SHARED_METHODS and sem.qualified_name(expr.func) is None:
+        return certainly_tensor(sem, expr.func.value, depth + 1)
+    return True
+
+
+# -- statements run for their side effects on purpose (TL110) -------------------------------------
+_MEASURING = re.compile(r"profil|record_function|timer|timeit|benchmark|warm_?up|synchroniz|nvtx", re.IGNORECASE)
+
+
+def measured_on_purpose(sem: Semantic, node: cst.CSTNode) -> bool:
+    """`node` runs inside `with profile(...)` / `record_function(...)` / a timer, or in a function
+    named for benchmarking or warm-up: an op whose result is dropped there is run to be measured."""
+    for ancestor in sem.ancestors(node):
+        if isinstance(ancestor, cst.With):
+            for item in ancestor.items:
+                context = item.item.func if isinstance(item.item, cst.Call) else item.item
+                if _MEASURING.search(sem.module.code_for_node(context)):
+                    return True
+        elif isinstance(ancestor, cst.FunctionDef) and _MEASURING.search(ancestor.name.value):
+            return True
     return False

@@ -27,8 +27,11 @@ keeps nothing: `x.to(device)`, `x.cuda()`, `x.float()`, `x.t()`, `x.view(-1, 784
 knows the receiver is a tensor (a loader's batch, a factory's result, a model's output, a
 parameter); `model.to(device)`, `model.cuda()` and `model.float()` change an `nn.Module` in place
 and stay silent, as do in-place methods (`x.add_(1)`, `x.clamp_(0, 1)`), calls with `out=` or
-`inplace=True`, and receivers of unknown type. Top-level statements of a notebook are left
-alone (Jupyter displays a cell's last value).
+`inplace=True`, and receivers of unknown type (also a value of unknown type passed through a
+method modules share, `model = model.to(device)` of a parameter `model`). Top-level statements
+of a notebook are left alone (Jupyter displays a cell's last value), and so are statements under
+`with torch.profiler.profile()`, `record_function`, a timer, or in a function named for
+benchmarking or warm-up (the op runs to be measured).
 
 Severity: an error when the tensor is a plain name read later in the same function without
 being rebound (the program goes on with the unchanged value: a batch left on the host while the
@@ -95,6 +98,8 @@ program's results change.
         statement = sem.statement_of(node)
         if ctx.path.endswith(".ipynb") and sem.function_of(node) is None and not sem.enclosing_loops(node):
             return  # a cell's last value is displayed
+        if silent.measured_on_purpose(sem, node):
+            return  # run under a profiler or a timer: the op is the point, not its result
         severity = Severity.WARNING
         later = None
         if isinstance(tensor, cst.Name):
