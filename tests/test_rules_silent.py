@@ -60,7 +60,7 @@ def severities(path: str, code: str) -> dict:
 
 def test_tl110_severity_follows_later_reads():
     found = severities("TL110/severity.py", "TL110")
-    assert found == {10: Severity.ERROR, 12: Severity.NOTE}
+    assert found == {10: Severity.ERROR, 12: Severity.NOTE, 19: Severity.ERROR}  # 19: read on the next iteration
     found = severities("TL110/discarded.py", "TL110")
     assert found[17] == found[32] == found[33] == Severity.ERROR  # dropout unused; batch unmoved
     assert found[39] == found[40] == Severity.NOTE  # loop locals never read again
@@ -133,7 +133,7 @@ def test_fixing_twice_equals_fixing_once(path, unsafe):
 def test_tl110_fix_is_safe_only_for_a_dead_line():
     source = (FIXTURES / "TL110/severity.py").read_text(encoding="utf-8")
     found = {f.start.row: f.fix.applicability for f in lint_source(source, "s.py", select=["TL110"])}
-    assert found == {10: Applicability.UNSAFE, 12: Applicability.SAFE}
+    assert found == {10: Applicability.UNSAFE, 12: Applicability.SAFE, 19: Applicability.UNSAFE}
 
 
 def test_tl116_fix_inserts_detach():

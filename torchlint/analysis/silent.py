@@ -75,9 +75,10 @@ def _true_keyword(call: cst.Call, name: str) -> bool:
 
 
 def read_later(sem: Semantic, name: cst.Name, statement: cst.CSTNode) -> Optional[cst.Name]:
-    """A read of `name` after `statement`, in the same scope, that sees the same binding `name`
-    sees at `statement` (nothing rebinds it in between): the program goes on with the value the
-    statement did not change. None when there is none (or it cannot be told)."""
+    """A read of `name` after `statement` (or, in a loop, anywhere in the loop: the next
+    iteration), in the same scope, that sees the same binding `name` sees at `statement`
+    (nothing rebinds it in between): the program goes on with the value the statement did not
+    change. None when there is none (or it cannot be told)."""
     definitions = sem.values.flow.reaching(name)
     if not definitions:
         return None
@@ -86,13 +87,27 @@ def read_later(sem: Semantic, name: cst.Name, statement: cst.CSTNode) -> Optiona
     body = scope if scope is not None else sem.module
     order = sem.index.order
     start = order[statement]
+    # Inside a loop, a read earlier in the body sees the value on the next iteration.
+    loops = sem.enclosing_loops(statement)
+    outermost = loops[-1] if loops else None
     later = [n for n in sem.index.names_under(body, name.value)
-             if order[n] > start and n is not name and sem.function_of(n) is scope]
+             if n is not name and sem.function_of(n) is scope
+             and (order[n] > start or (outermost is not None and sem.index.contains(outermost, n)))]
     for use in sorted(later, key=order.__getitem__):
         if sem.values.flow.definition_of_store(use) is not None:
             continue
         reaching = sem.values.flow.reaching(use)
-        if reaching and any(id(d) in ids for d in reaching):
+        if not reaching:
+            continue
+        if order[use] > start:
+            if any(id(d) in ids for d in reaching):
+                return use
+            continue
+        # earlier in the loop: only a binding the back edge brings (made at or after the use's
+        # statement in the body) carries this iteration's value to it
+        used_at = order[sem.statement_of(use)]
+        if any(id(d) in ids and d.statement in order and sem.index.contains(outermost, d.statement)
+               and order[d.statement] >= used_at for d in reaching):
             return use
     return None
 
