@@ -77,8 +77,8 @@ def forward(self, x):
 
 ## Fix safety
 When the tensor is a plain name, the fix assigns the result back to it (`x = x.to(device)`).
-It is safe when nothing reads the name afterwards (only a dead binding is added) and unsafe when
-something does: the later code then gets the converted tensor (the point of the fix), so the
+It is safe when nothing reads the name afterwards, nor a function nested in the same scope (only
+a dead binding is added), and unsafe when something does: the later code then gets the converted tensor (the point of the fix), so the
 program's results change.
 
 ## References
@@ -94,7 +94,7 @@ program's results change.
         found = silent.discarded_operation(sem, node)
         if found is None:
             return
-        operation, tensor = found
+        _, tensor = found
         statement = sem.statement_of(node)
         if ctx.path.endswith(".ipynb") and sem.function_of(node) is None and not sem.enclosing_loops(node):
             return  # a cell's last value is displayed
@@ -117,15 +117,23 @@ program's results change.
             consequence = "the line does nothing"
         fix = None
         if isinstance(tensor, cst.Name):
+            # nothing reads the name afterwards (nor a nested function): the new binding is dead
+            dead = later is None and not _read_in_nested_function(sem, tensor)
             fix = FixSpec(f"Assign the result: `{tensor.value} = {call_text}`",
                           (Replace(node, f"{tensor.value} = {ctx.code(node)}"),),
-                          Applicability.UNSAFE if later is not None else Applicability.SAFE)
+                          Applicability.SAFE if dead else Applicability.UNSAFE)
         assign = f"`{tensor.value} = {call_text}`" if isinstance(tensor, cst.Name) else "assign the result"
         ctx.report(
             node,
             f"`{call_text}` returns a new tensor and leaves `{spelled}` unchanged; the result is "
             f"thrown away and {consequence}: {assign}",
             fix, severity=severity)
+
+
+def _read_in_nested_function(sem, name: cst.Name) -> bool:
+    scope = sem.function_of(name)
+    body = scope if scope is not None else sem.module
+    return any(sem.function_of(n) is not scope for n in sem.index.names_under(body, name.value))
 
 
 def _local_never_escaping(sem, name: cst.Name) -> bool:
