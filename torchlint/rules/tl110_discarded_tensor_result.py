@@ -78,8 +78,8 @@ def forward(self, x):
 ## Fix safety
 When the tensor is a plain name, the fix assigns the result back to it (`x = x.to(device)`).
 It is safe when nothing reads the name afterwards, nor a function nested in the same scope (only
-a dead binding is added), and unsafe when something does: the later code then gets the converted tensor (the point of the fix), so the
-program's results change.
+a dead binding is added), and unsafe when something does: the later code then gets the converted
+tensor (the point of the fix), so the program's results change.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.Tensor.to.html
