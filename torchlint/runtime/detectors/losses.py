@@ -1,7 +1,7 @@
 """What a criterion is given (TL108 softmax into CrossEntropyLoss/NLLLoss, TL109 sigmoid into
 BCELoss, TL114 sigmoid into CrossEntropyLoss/NLLLoss, from the input's grad_fn) and what it
-returns (tracked for TL003), for loss modules and the torch.nn.functional losses. Also remembers which tensors were computed under no_grad, for
-TL104."""
+returns (tracked for TL003), for loss modules and the torch.nn.functional losses. Also
+remembers which tensors were computed under no_grad, for TL104."""
 
 from __future__ import annotations
 
