@@ -2,11 +2,15 @@
 
 - global module forward pre-hooks and (always-called) forward hooks
   (`torch.nn.modules.module.register_module_forward_pre_hook` / `..._forward_hook`);
+- a global parameter-registration hook (`..._parameter_registration_hook`: a layer built inside a
+  forward, TL112);
 - global optimizer step pre/post hooks (`torch.optim.optimizer.register_optimizer_step_*_hook`);
 - a `TorchFunctionMode` that sees the torch functions and tensor methods the user's code calls (it
   is switched off while a library module's forward runs — nn.Linear, nn.TransformerEncoderLayer
   — and back on in the user's own modules and in loss modules: most ops of a model run inside
   library layers, and routing each of them through Python would cost more than everything else);
+- for a few out-of-place ops (`.to()`, `.float()`, `.view()`, `F.dropout`), whether the user's
+  frame discards the result (TL110, detectors/discarded.py);
 - `torch.autograd.graph.saved_tensors_hooks` (bytes of saved tensors; see detectors/memory.py);
 - per-parameter tensor hooks and grad_fn pre-hooks (TL002, TL003, TL106);
 - `warnings.showwarning`, wrapped (warnings still print as they would).
@@ -33,6 +37,8 @@ from torch.optim import optimizer as optim_module
 from torch.overrides import TorchFunctionMode
 
 from torchlint.runtime import signatures
+from torchlint.runtime.detectors import discarded
+from torchlint.runtime.detectors.construction import Construction
 from torchlint.runtime.detectors.failures import Failures
 from torchlint.runtime.detectors.gradients import Gradients
 from torchlint.runtime.detectors.inplace import InPlace
@@ -148,12 +154,15 @@ class Session:
         self.modes = Modes(self)
         self.losses = Losses(self)
         self.failures = Failures(self)
+        self.construction = Construction(self)
+        self.discarded = discarded.Discarded(self)
 
     # -- install / uninstall ---------------------------------------------------------------------------
     def install(self) -> None:
         _ACTIVE[0] = self
         self._handles.append(nn_module.register_module_forward_pre_hook(self._forward_pre))
         self._handles.append(nn_module.register_module_forward_hook(self._forward_post, always_call=True))
+        self._handles.append(nn_module.register_module_parameter_registration_hook(self._parameter_registered))
         self._handles.append(optim_module.register_optimizer_step_pre_hook(self._step_pre))
         self._handles.append(optim_module.register_optimizer_step_post_hook(self._step_post))
         if self.options.saved_tensors and not self.memory.install():
@@ -297,6 +306,22 @@ class Session:
             kind |= _LOSS_MODULE  # its input is checked in F.cross_entropy etc., which it calls
         self._kinds[cls] = kind
         return kind
+
+    def _parameter_registered(self, module: Any, name: str, param: Any) -> None:
+        """TL112: a parameter registered while a forward runs belongs to a layer built in it.
+        Outside a forward, where each BatchNorm is built (TL113's run finding points there)."""
+        if self.disabled or self.busy or threading.get_ident() != self._main_thread:
+            return None
+        try:
+            with _QUIET():
+                if self._depth == 0:
+                    if name == "weight" and isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                        self.construction.remember_batchnorm(module, sys._getframe(1))
+                elif param is not None:
+                    self.construction.parameter_registered(module, name, param, sys._getframe(1))
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+        return None
 
     def _forward_pre(self, module: Any, args: tuple) -> None:
         if self.disabled or threading.get_ident() != self._main_thread:
@@ -446,6 +471,26 @@ class Session:
 
     # -- the TorchFunctionMode ------------------------------------------------------------------------------
     def handler_for(self, func: Any) -> Optional[Callable]:
+        handler = self._op_handler_for(func)
+        if not discarded.applies(func):
+            return handler
+
+        def handle(func, args, kwargs):  # TL110: was the result of an out-of-place op thrown away?
+            if handler is not None:
+                output = handler(func, args, kwargs)
+            else:
+                try:
+                    output = func(*args, **kwargs)
+                except Exception as error:
+                    self.op_failed(func, args, kwargs, error)
+                    raise
+            if not self.busy:
+                self._detect(self.discarded.check, func, args, kwargs, output, sys._getframe(1))
+            return output
+
+        return handle
+
+    def _op_handler_for(self, func: Any) -> Optional[Callable]:
         name = getattr(func, "__name__", "")
         if type(func).__name__ == "method-wrapper":
             return None  # attribute getters and setters (x.shape, x.grad)

@@ -71,6 +71,19 @@ CODES: Dict[str, Code] = {
                   "the loss input's grad_fn is SoftmaxBackward0 (through views)"),
     "TL109": Code("sigmoid output fed to BCELoss",
                   "the loss input's grad_fn is SigmoidBackward0 (through views)"),
+    "TL110": Code("out-of-place tensor op as a statement: its result is lost",
+                  "a tensor method or torch.nn.functional op called directly from the user's code whose "
+                  "new tensor Python discards (the next instruction is POP_TOP)"),
+    "TL112": Code("layer with parameters built inside forward",
+                  "a module registering parameters while a forward runs, a new one at the same line "
+                  "in two separate calls"),
+    "TL113": Code("BatchNorm given a tensor of the wrong rank",
+                  "ValueError 'expected 4D input (got 2D input)' (and the other ranks) raised by a "
+                  "BatchNorm module"),
+    "TL114": Code("sigmoid output fed to CrossEntropyLoss/NLLLoss",
+                  "the loss input's grad_fn is SigmoidBackward0 (through views)"),
+    "TL116": Code(".numpy() on a tensor that requires grad",
+                  "RuntimeError \"Can't call numpy() on Tensor that requires grad\""),
     "TL201": Code("indexing a 0-dim tensor (loss.data[0])",
                   "IndexError 'invalid index of a 0-dim tensor'"),
     "TL202": Code("Variable(..., volatile=True) has no effect",
@@ -130,6 +143,8 @@ _EXCEPTION_FAMILIES: Tuple[Tuple[str, Tuple[str, ...], Pattern[str]], ...] = (
     (NO_GRAD_BACKWARD, ("RuntimeError",), re.compile(
         r"element \d+ of tensors does not require grad and does not have a grad_fn")),
     (BACKWARD_TWICE, ("RuntimeError",), re.compile(r"Trying to backward through the graph a second time")),
+    ("TL113", ("ValueError",), re.compile(r"^expected \d+D(?: or \d+D)? input \(got \d+D input\)")),
+    ("TL116", ("RuntimeError",), re.compile(r"Can't call numpy\(\) on Tensor that requires grad")),
     ("TL201", ("IndexError",), re.compile(r"invalid index of a 0-dim tensor")),
     ("TL203", ("TypeError",), re.compile(r"unexpected keyword argument 'retain_variables'")),
     ("TL205", ("RuntimeError",), re.compile(r"Legacy autograd function with non-static forward method")),

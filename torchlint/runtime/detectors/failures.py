@@ -13,7 +13,8 @@ kept the modules the exception went through. From those:
 - CUDA unavailable -> TL008; in-place errors -> TL001 (a backward error is traced back to the
   in-place op that caused it); backward on a tensor computed under no_grad -> TL104;
   "backward through the graph a second time" while a module holds a cached activation -> TL006;
-  the legacy-API errors -> TL201, TL203, TL205; a SyntaxError at `async=` -> TL204.
+  the legacy-API errors -> TL201, TL203, TL205; a SyntaxError at `async=` -> TL204;
+  a BatchNorm's rank error -> TL113; `.numpy()` on a tensor that requires grad -> TL116.
 
 Anything else is the script failing for a reason of its own (exit 2).
 """
@@ -117,6 +118,8 @@ class Failures:
             signatures.LEAF_INPLACE: self._leaf_inplace,
             signatures.NO_GRAD_BACKWARD: self._no_grad_backward,
             signatures.BACKWARD_TWICE: self._backward_twice,
+            "TL113": self._batchnorm_rank,
+            "TL116": self._numpy_with_grad,
             "TL201": self._zero_dim_index,
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
@@ -290,6 +293,27 @@ class Failures:
             f"{_first_sentence(error)} `{cls.__name__}.{attr}` ({describe(tensor)}, grad_fn "
             f"{tensor.grad_fn.name()}) was set in an earlier forward",
             path=path, line=line, related=tuple(lines) + site.stack, spans=(span,) if span else ())
+
+    def _batchnorm_rank(self, error, family, op, modules, site) -> bool:
+        """Only when the innermost module the error went through is a BatchNorm (InstanceNorm
+        and user modules word their rank errors alike)."""
+        import torch
+
+        norm = modules[0] if modules else None
+        if not isinstance(norm, torch.nn.modules.batchnorm._BatchNorm):
+            return False
+        built = self.session.construction.batchnorm_site(norm)
+        return self._observe(
+            "TL113", site, f"`{type(norm).__name__}({norm.num_features})` is given a tensor of a rank it does not "
+            "take (BatchNorm1d: 2-D or 3-D, BatchNorm2d: 4-D, BatchNorm3d: 5-D); use the BatchNorm that matches "
+            "the features", f"ValueError: {_first_sentence(error)}"
+            + (f" (the {type(norm).__name__} was built at line {built[1]})" if built else ""),
+            related=(built,) if built else ())
+
+    def _numpy_with_grad(self, error, family, op, modules, site) -> bool:
+        return self._observe(
+            "TL116", site, "`.numpy()` on a tensor that requires grad; call `.detach()` first "
+            "(`x.detach().cpu().numpy()`)", f"RuntimeError: {_first_sentence(error)}")
 
     def _zero_dim_index(self, error, family, op, modules, site) -> bool:
         shown = ""

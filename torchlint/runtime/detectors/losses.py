@@ -1,7 +1,7 @@
 """What a criterion is given (TL108 softmax into CrossEntropyLoss/NLLLoss, TL109 sigmoid into
-BCELoss, from the input's grad_fn) and what it returns (tracked for TL003), for loss modules and
-the torch.nn.functional losses. Also remembers which tensors were computed under no_grad, for
-TL104."""
+BCELoss, TL114 sigmoid into CrossEntropyLoss/NLLLoss, from the input's grad_fn) and what it
+returns (tracked for TL003), for loss modules and the torch.nn.functional losses. Also
+remembers which tensors were computed under no_grad, for TL104."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ class Losses:
             self._report_softmax(SOFTMAX_LOSSES[name], prediction, site)
         elif name in SIGMOID_LOSSES and made_by.startswith("SigmoidBackward"):
             self._report_sigmoid(SIGMOID_LOSSES[name], prediction, site)
+        elif name in SOFTMAX_LOSSES and made_by.startswith("SigmoidBackward"):
+            self._report_sigmoid_into_softmax_loss(SOFTMAX_LOSSES[name], prediction, site)
 
     def _report_softmax(self, loss: str, prediction: Any, site: Site) -> None:
         import torch
@@ -56,6 +58,19 @@ class Losses:
             f"gradient is squashed; {fix}",
             f"the input's grad_fn is SoftmaxBackward0; its values lie in [{low:.3g}, {high:.3g}] and sum to "
             f"{rows:.3g} along the class dimension")
+
+    def _report_sigmoid_into_softmax_loss(self, loss: str, prediction: Any, site: Site) -> None:
+        import torch
+
+        with torch.no_grad():
+            values = prediction.detach().float()
+            low, high = float(values.min()), float(values.max())
+        expects = "log-probabilities" if "NLL" in loss.upper() else "logits"
+        self.session.observe(
+            "TL114", site,
+            f"{loss} is given sigmoid outputs but expects {expects}: the loss cannot approach 0 and its gradient "
+            "is squashed; pass the logits",
+            f"the input's grad_fn is SigmoidBackward0; its values lie in [{low:.3g}, {high:.3g}]")
 
     def _report_sigmoid(self, loss: str, prediction: Any, site: Site) -> None:
         """Reported once a batch really saturates: a sigmoid into BCELoss whose outputs never reach

@@ -1,0 +1,106 @@
+"""TL112: a layer with weights constructed inside `forward`: new random weights every call."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis import silent
+from torchlint.finding import Severity
+from torchlint.rules.base import Rule, RuleContext
+
+
+class LayerBuiltInForward(Rule):
+    code = "TL112"
+    name = "layer-built-in-forward"
+    summary = "Layer with weights built inside `forward`: new random weights every call, never trained"
+    fix_availability = "none"
+    default_severity = Severity.ERROR
+    triggers = ("forward",)
+    node_types = (cst.Call,)
+    confirmation_module = "tl112"
+    docs = """
+## What it does
+Flags the construction of a `torch.nn` layer that holds parameters (`nn.Linear`, `nn.Conv2d`,
+`nn.Embedding`, `nn.LSTM`, `nn.BatchNorm2d`, `nn.LayerNorm`, ...) inside the `forward` method of
+an `nn.Module` subclass: `nn.Linear(h.shape[-1], 8)(h)`, `layer = nn.Conv2d(...)`. Parameter-free
+modules (`nn.ReLU()`, `nn.Flatten()`, `nn.Dropout()`, `nn.Softmax()`, `nn.LayerNorm(...,
+elementwise_affine=False)`) are not flagged, nor is lazy initialisation that stores the layer
+on the module under an `if` (`if self.fc is None: self.fc = nn.Linear(...)`, also through
+`self.add_module(...)` or `setattr(self, ...)`).
+
+## Why is this bad?
+Each call of `forward` builds a new layer with freshly initialised random weights. They are not
+submodules of the model when the optimizer is built from `model.parameters()`, so the
+optimizer never updates them, and the next call replaces them anyway. Measured on torch 2.13: a
+module whose `forward` returns `nn.Linear(h.shape[-1], 8)(h)` has 0 parameters, and two calls on
+the same 2×4 input give different outputs (they differed by up to 1.6 and 2.5 in two runs): the
+network is a different random function every batch and never learns that layer.
+
+## Example
+```python
+class Head(nn.Module):
+    def forward(self, h):
+        return nn.Linear(h.shape[-1], 8)(h)
+```
+
+Use instead:
+```python
+class Head(nn.Module):
+    def __init__(self, in_features):
+        super().__init__()
+        self.fc = nn.Linear(in_features, 8)  # or nn.LazyLinear(8)
+
+    def forward(self, h):
+        return self.fc(h)
+```
+
+## Fix safety
+No fix: the layer's sizes and its place in `__init__` are the author's choice (`nn.LazyLinear`
+infers the input size at the first call).
+
+## References
+- https://pytorch.org/docs/stable/notes/modules.html
+- https://pytorch.org/docs/stable/generated/torch.nn.LazyLinear.html
+"""
+
+    def check(self, node: cst.Call, ctx: RuleContext) -> None:
+        sem = ctx.semantic
+        if not sem.is_module_method(node, "forward"):
+            return
+        layer = silent.parametric_module(sem, node)
+        if layer is None or _lazy_initialisation(sem, node):
+            return
+        ctx.report(
+            node,
+            f"`{ctx.short(node, 40)}` builds a new {layer} with random weights on every `forward` call; "
+            f"the optimizer never sees it, so it is never trained: build it once in `__init__` "
+            f"(`self.layer = {ctx.short(node.func, 20)}(...)`) and call `self.layer(...)`",
+            severity=Severity.ERROR)
+
+
+_REGISTERING = frozenset({"add_module", "register_module", "setattr"})
+
+
+def _lazy_initialisation(sem, call: cst.Call) -> bool:
+    """`self.fc = nn.Linear(...)`, `self.add_module("fc", nn.Linear(...))` or
+    `setattr(self, name, nn.Linear(...))` under an `if` in `forward`: built once, at the first
+    call."""
+    statement = sem.statement_of(call)
+    parent = sem.parent(sem.parent(call))  # Arg -> Call
+    registered = isinstance(parent, cst.Call) and (
+        (isinstance(parent.func, cst.Attribute) and parent.func.attr.value in _REGISTERING)
+        or (isinstance(parent.func, cst.Name) and parent.func.value in _REGISTERING))
+    assigned = isinstance(statement, cst.Assign) and statement.value is call and all(
+        isinstance(t.target, cst.Attribute) for t in statement.targets)
+    if not (registered or assigned):
+        return False
+    function = sem.function_of(call)
+    for ancestor in sem.ancestors(call):
+        if ancestor is function:
+            return False
+        if isinstance(ancestor, cst.If):
+            return True
+    return False
+
+
+__all__ = ["LayerBuiltInForward"]
