@@ -15,6 +15,11 @@ class DiscardedTensorResult(Rule):
     summary = "Out-of-place tensor op as a statement (`x.to(device)`, `F.dropout(h)`): its result is lost"
     fix_availability = "sometimes"
     default_severity = Severity.WARNING
+    severity_docs = """
+An **error** when the name whose result was thrown away is read later (also on the next loop
+iteration): the program goes on with the unchanged value (a batch left on the host, dropout never
+applied). A **note** when it is a local that is never read again, and a **warning** otherwise.
+"""
     # every finding needs a tensor or a torch function, so an import of torch
     triggers = ("torch",)
     node_types = (cst.Call,)

@@ -23,6 +23,11 @@ class MethodNotCalled(Rule):
     summary = "`model.eval` / `optimizer.step` / `loss.backward` without `()`: the method is named, never called"
     fix_availability = "always"
     default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: the method never runs (the model stays in its mode, the gradients are never cleared,
+the step never happens). A **warning** for `model.train` in a file that never switches the model to
+eval mode, where the missing call changes nothing yet.
+"""
     triggers = tuple(sorted({"." + m for names in silent.MUST_CALL.values() for m in names}))
     node_types = (cst.Expr,)
     confirmation_module = "tl111"

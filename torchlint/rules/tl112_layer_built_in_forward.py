@@ -15,6 +15,10 @@ class LayerBuiltInForward(Rule):
     summary = "Layer with weights built inside `forward`: new random weights every call, never trained"
     fix_availability = "none"
     default_severity = Severity.ERROR
+    severity_docs = """
+Always an **error**: the layer gets new random weights on every call and is never in the optimizer,
+so it is never trained.
+"""
     triggers = ("forward",)
     node_types = (cst.Call,)
     confirmation_module = "tl112"

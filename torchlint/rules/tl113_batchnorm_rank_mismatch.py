@@ -18,6 +18,10 @@ class BatchNormRankMismatch(Rule):
     summary = "BatchNorm of the wrong rank in a Sequential (`BatchNorm2d` after `Linear`): ValueError at first batch"
     fix_availability = "none"
     default_severity = Severity.ERROR
+    severity_docs = """
+Always an **error**: the BatchNorm raises `ValueError: expected 4D input (got 2D input)` (or its
+rank's twin) at the first batch.
+"""
     triggers = ("BatchNorm",)
     node_types = (cst.Call,)
     confirmation_module = "tl113"

@@ -18,6 +18,10 @@ class SigmoidBeforeCrossEntropy(Rule):
     summary = "Sigmoid output fed to `CrossEntropyLoss`/`NLLLoss`: the loss expects logits / log-probabilities"
     fix_availability = "sometimes"
     default_severity = Severity.ERROR
+    severity_docs = """
+Always an **error**: CrossEntropy/NLL of sigmoid outputs trains towards the wrong target and
+shrinks the gradients.
+"""
     triggers = ("sigmoid", "Sigmoid", "expit")
     node_types = (cst.Call,)
     confirmation_module = "tl114"

@@ -18,6 +18,10 @@ class ComparisonWithNan(Rule):
     summary = "`x == float(\"nan\")` is never true (`!=` always): use `torch.isnan(x)` / `math.isnan(x)`"
     fix_availability = "sometimes"
     default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: the NaN check never fires (`==`) or always fires (`!=`). A **note** for `np.nan ==
+np.nan` and the like, a comparison of two constants that is usually a demonstration.
+"""
     triggers = ("nan", "NaN", "NAN")
     node_types = (cst.Comparison,)
     confirmation_module = "tl115"

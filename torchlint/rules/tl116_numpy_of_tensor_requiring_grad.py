@@ -19,6 +19,10 @@ class NumpyOfTensorRequiringGrad(Rule):
     summary = "`.numpy()` on a tensor that requires grad raises RuntimeError: call `.detach()` first"
     fix_availability = "always"
     default_severity = Severity.ERROR
+    severity_docs = """
+Always an **error**: `.numpy()` of a tensor that requires grad raises `RuntimeError: Can't call
+numpy() on Tensor that requires grad`.
+"""
     triggers = (".numpy(",)
     node_types = (cst.Call,)
     confirmation_module = "tl116"
