@@ -171,3 +171,6 @@ VISION_LEGACY_BUILDERS: Dict[str, Dict[str, FrozenSet[str]]] = {
 }
 # Builders whose first parameter is not `weights` (a positional first argument is something else).
 VISION_NO_POSITIONAL_WEIGHTS: FrozenSet[str] = frozenset({"mobilenet_backbone", "resnet_fpn_backbone"})
+# Builders of the top-level package whose decorator names no legacy weights (`("pretrained",
+# None)`): `pretrained=True` raises `ValueError: No weights available for model <name>`.
+VISION_NO_LEGACY_WEIGHTS: FrozenSet[str] = frozenset({"vit_h_14", "regnet_y_128gf"})
