@@ -34,7 +34,9 @@ Flags an assignment to an attribute spelled `require_grad` (`p.require_grad = Fa
 Not flagged: `requires_grad`; a plain variable called `require_grad`; an attribute
 `require_grad` that the file also reads (`if self.require_grad:`, `getattr(cfg,
 "require_grad")`) or declares in a class body, which is the program's own setting, not a typo;
-`self.require_grad = ...` in a class that is not an `nn.Module` (a config object's field).
+`self.require_grad = ...` in a class that is not an `nn.Module` (a config object's field), and
+`self.require_grad = <not a bool literal>` in a module (`= cfg.GRAD`: a setting stored for use
+elsewhere).
 
 ## Why is this bad?
 Tensors and modules accept any new Python attribute, so the typo raises nothing. Measured on
@@ -45,9 +47,12 @@ reports it. The other direction, `x.require_grad = True` on a plain tensor, leav
 gradients: `x.grad` stays `None`, or `backward()` raises `element 0 of tensors does not require
 grad`.
 
-The finding is an error when the receiver is certainly a tensor, parameter or module (a
-parameter of `model.parameters()`, a tensor made by a factory, a model built in the file), and a
-warning when the analysis cannot tell what it is.
+Severity from the facts: an error for `= False` on a parameter (a parameter of
+`model.parameters()`, a tensor made with `requires_grad=True`) or on a module, which then keeps
+training; a note for `= False` on a tensor that certainly does not require grad (`pe =
+torch.zeros(...)` in positional encodings: the typo has no effect there); a warning otherwise
+(`= True` on a plain tensor, which may or may not be wrapped in `nn.Parameter` later; a receiver
+or value the analysis cannot pin down).
 
 ## Example
 ```python
@@ -90,18 +95,30 @@ an augmented or annotated assignment, or for a module whose value is not a plain
             klass = sem.class_of_method(sem.function_of(target))
             if klass is None or not sem.is_module_class(klass):
                 return  # a field of a non-module class: that class's own setting
-        kind = sem.values.of(receiver).kind
-        known = kind in _TORCH_KINDS or (
-            isinstance(receiver, cst.Name) and receiver.value == "self")
-        severity = Severity.ERROR if known else Severity.WARNING
-        is_module = kind == v.MODULE or (isinstance(receiver, cst.Name) and receiver.value == "self")
-        what = "module" if is_module else ("tensor" if kind in v.TENSOR_KINDS else "object")
+        is_self = isinstance(receiver, cst.Name) and receiver.value == "self"
+        value = getattr(node, "value", None)
+        literal = _bool(value)
+        if is_self and literal is None:
+            return  # `self.require_grad = cfg.GRAD` in a module: a setting stored for later use
+        facts = sem.values.of(receiver)
+        is_module = facts.kind == v.MODULE or is_self
+        is_tensor = facts.kind in v.TENSOR_KINDS
+        requires = facts.kind == v.PARAMETER or facts.autograd in (v.AG_LEAF, v.AG_REQUIRES)
+        if (is_module or requires) and literal is False:
+            severity, effect = Severity.ERROR, "freezes nothing: it keeps training"
+        elif is_tensor and facts.autograd == v.AG_NONE and literal is False:
+            # `pe = torch.zeros(...); pe.require_grad = False`: no gradient either way
+            severity, effect = Severity.NOTE, "has no effect (the tensor does not require grad anyway)"
+        elif is_tensor and facts.autograd == v.AG_NONE and literal is True:
+            severity, effect = Severity.WARNING, "does not make it require grad"
+        else:
+            severity, effect = Severity.WARNING, "changes nothing (`requires_grad` stays as it was)"
+        what = "module" if is_module else ("tensor" if is_tensor else "object")
         right = "`.requires_grad_(...)`" if is_module else f"`{_RIGHT}`"
         ctx.report(
             target.attr,
             f"`{ctx.short(target, 40)}` is a typo: it adds a new attribute to the {what} and "
-            f"{'freezes nothing' if _assigns_false(node) else 'changes nothing'} "
-            f"(`requires_grad` stays as it was); use {right}",
+            f"{effect}; use {right}",
             _fix(node, target, is_module, ctx),
             severity=severity,
         )
@@ -149,9 +166,10 @@ def _declares(statement: cst.CSTNode) -> bool:
     return False
 
 
-def _assigns_false(node: cst.CSTNode) -> bool:
-    value = getattr(node, "value", None)
-    return isinstance(value, cst.Name) and value.value == "False"
+def _bool(node) -> Optional[bool]:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
 
 
 def _fix(node: cst.CSTNode, target: cst.Attribute, is_module: bool, ctx: RuleContext) -> Optional[FixSpec]:
