@@ -35,6 +35,7 @@ def test_tl120_fix_is_unsafe():
 
 @pytest.mark.parametrize("source, code, severity", [
     ("import torch\ny = torch.log(1 + torch.rand(3))\n", "TL121", Severity.NOTE),
+    ("import torch\ny = torch.log(1 + torch.exp(torch.rand(3)))\n", "TL121", Severity.WARNING),
     ("import torch\ny = torch.log(torch.softmax(torch.rand(3), 0))\n", "TL122", Severity.WARNING),
     ("import torch\nfrom torch.utils.checkpoint import checkpoint\ny = checkpoint(torch.sin, torch.rand(2))\n",
      "TL213", Severity.WARNING),

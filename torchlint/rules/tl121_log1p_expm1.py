@@ -30,7 +30,8 @@ class Log1pExpm1(Rule):
 ## What it does
 Flags `torch.log(1 + x)` / `torch.log(x + 1)` (also with `1.0`, and `(1 + x).log()` on a
 tensor) and `torch.exp(x) - 1` / `-1 + torch.exp(x)` (also with `1.0`, and `x.exp() - 1` on a
-tensor), however torch is imported.
+tensor), however torch is imported. `torch.log(1 + torch.exp(t))` is softplus written by hand
+and is flagged as that.
 
 Not flagged: other constants (`torch.log(2 + x)`, `torch.log(x + 1e-8)`, `torch.exp(x) - 2`),
 `math.log` / `np.log`, `.log()` / `.exp()` on something not known to be a tensor, and the right
@@ -43,6 +44,10 @@ torch 2.13 in float32 with `x = 1e-8`: `torch.log(1 + x)` and `torch.exp(x) - 1`
 `0.0`, `torch.log1p(x)` and `torch.expm1(x)` are `1e-08`. It matters where `x` is small by design
 (log-likelihoods of near-zero probabilities, softplus-style terms, continuous-time rates); for `x`
 of ordinary size the results agree to rounding, so this is a note, not a bug report.
+
+`torch.log(1 + torch.exp(t))` fails the other way: `exp` overflows first. Measured on torch
+2.13: at `t = 100` it is `inf` and its gradient `nan` (`log1p(exp(t))` is `inf` too), while
+`F.softplus(t)` is `100.0`. That depends on the scale of `t`, so it is a warning.
 
 ## Example
 ```python
@@ -58,7 +63,8 @@ z = torch.expm1(delta)
 
 ## Fix safety
 The fix rewrites the call to `log1p` / `expm1` on the same module (`torch.log(1 + x)` becomes
-`torch.log1p(x)`, `x.exp() - 1` becomes `x.expm1()`). It is unsafe: the values change (they
+`torch.log1p(x)`, `x.exp() - 1` becomes `x.expm1()`, `torch.log(1 + torch.exp(t))` becomes
+`torch.nn.functional.softplus(t)`). It is unsafe: the values change (they
 become more accurate, which is the point), and results compared bit for bit, or code that relied
 on the rounded 0, see a difference. No fix is offered when the function was imported on its own
 (`from torch import log`) or the call has other arguments (`out=`).
@@ -97,6 +103,23 @@ on the rounded 0, see a difference. No fix is offered when the function was impo
                                                      if _needs_parens(x) else f"{ctx.code(x)}.log1p()"),),
                           Applicability.UNSAFE)
         else:
+            return
+        exponent = _exp_argument(sem, x)
+        if exponent is not None:
+            # log(1 + exp(t)) is softplus: exp overflows first, log1p would not help
+            fix = None
+            if isinstance(call.func, cst.Attribute) and sem.call_name(call) == "torch.log":
+                fix = FixSpec("Use `softplus`", (Replace(
+                    call, f"{ctx.code(call.func.value)}.nn.functional.softplus({ctx.code(exponent)})"),),
+                    Applicability.UNSAFE) if isinstance(call.func.value, cst.Name) else None
+            ctx.report(
+                call,
+                f"`{ctx.short(call, 40)}` is softplus written by hand: `exp` overflows for inputs "
+                "above ~88 in float32 (inf, and a NaN gradient, at 100); use "
+                "`torch.nn.functional.softplus(t)`",
+                fix,
+                severity=Severity.WARNING,
+            )
             return
         ctx.report(
             call,
@@ -137,6 +160,19 @@ on the rounded 0, see a difference. No fix is offered when the function was impo
             fix,
             severity=Severity.NOTE,
         )
+
+
+def _exp_argument(sem, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`t` of `torch.exp(t)` or of `t.exp()` on a tensor; else None."""
+    if not isinstance(expr, cst.Call):
+        return None
+    if sem.call_name(expr) == "torch.exp":
+        if len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
+            return expr.args[0].value
+        return None
+    if _is_tensor_method(sem, expr, "exp"):
+        return expr.func.value
+    return None
 
 
 def _torch_function(sem, call: cst.Call) -> Optional[str]:

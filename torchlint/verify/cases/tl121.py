@@ -41,4 +41,27 @@ y = torch.expm1(x)
         probe="value_compare",
         expect={"left": "y", "op": "==", "right": "0.0", "show": ["x.item()"]},
     ),
+    Case(
+        rule="TL121",
+        title="torch.log(1 + torch.exp(t)) at t = 100 is inf with a NaN gradient; F.softplus(t) is 100",
+        bad="""\
+import torch
+import torch.nn.functional as F
+
+t = torch.full((1,), 100.0, device=DEVICE, requires_grad=True)
+y = torch.log(1 + torch.exp(t))
+y.sum().backward()
+""",
+        good="""\
+import torch
+import torch.nn.functional as F
+
+t = torch.full((1,), 100.0, device=DEVICE, requires_grad=True)
+y = F.softplus(t)
+y.sum().backward()
+""",
+        bad_line=5,
+        probe="value_compare",
+        expect={"left": "y", "op": "==", "right": "float('inf')", "show": ["t.grad.item()"]},
+    ),
 ]
