@@ -170,8 +170,10 @@ def _exp_argument(sem, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]
         if len(expr.args) == 1 and expr.args[0].keyword is None and not expr.args[0].star:
             return expr.args[0].value
         return None
-    if _is_tensor_method(sem, expr, "exp"):
-        return expr.func.value
+    func = expr.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "exp" and not expr.args \
+            and sem.qualified_name(func) is None:
+        return func.value  # `t.exp()` inside a log already known to be of a tensor
     return None
 
 

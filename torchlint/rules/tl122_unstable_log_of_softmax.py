@@ -23,6 +23,11 @@ _LOG_SOFTMAX = {
 }
 
 
+# Functions whose body is the stable form being implemented (torch's own `_refs.logsumexp`, a
+# hand-written `log_softmax`): a log of a sum of exponentials there is the implementation.
+_STABLE_NAMES = frozenset({"logsumexp", "log_softmax", "log_sum_exp", "logsoftmax"})
+
+
 class UnstableLogOfSoftmax(Rule):
     code = "TL122"
     name = "unstable-log-of-softmax"
@@ -42,7 +47,10 @@ Flags the logarithm (`torch.log(p)`, `p.log()`) of
 
 Not flagged: `torch.log(p + eps)` and other arithmetic between the two (the author guards
 against `log(0)`); a sum with no `dim`, or `dim=None` (there is no `torch.logsumexp` without a
-dimension); `torch.sum(torch.exp(x) + c, d)`; `log_softmax` and `logsumexp` themselves.
+dimension); `torch.sum(torch.exp(x) + c, d)`; the exponential of a difference
+(`torch.exp(x - x_max)`, directly or through a variable: the max-shift of the log-sum-exp trick
+written by hand); code inside a function named `logsumexp` / `log_softmax` (their
+implementation); `log_softmax` and `logsumexp` themselves.
 
 ## Why is this bad?
 Softmax and `exp` leave float range long before the logits look unusual. Measured on torch
@@ -85,6 +93,9 @@ a variable or a model, a sum with `dtype=`, or `*args`.
         argument = _log_argument(sem, node)
         if argument is None:
             return
+        function = sem.function_of(node)
+        if function is not None and function.name.value.lstrip("_") in _STABLE_NAMES:
+            return  # the implementation of log_softmax / logsumexp itself
         softmax = evaluation.activation_output(sem, argument, "softmax")
         if softmax is not None:
             self._report_softmax(node, argument, softmax, ctx)
@@ -144,14 +155,24 @@ def _sum_of_exp(sem, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     summed = sem.assigned_value(summed) if isinstance(summed, cst.Name) else summed
     if not isinstance(summed, cst.Call):
         return None
+    exponent = None
     if sem.call_name(summed) == _EXP and len(summed.args) == 1 and summed.args[0].keyword is None \
             and not summed.args[0].star:
-        return summed.args[0].value
+        exponent = summed.args[0].value
     func = summed.func
     if isinstance(func, cst.Attribute) and func.attr.value == "exp" and not summed.args \
             and sem.qualified_name(func) is None and sem.values.of(func.value).kind in v.TENSOR_KINDS:
-        return func.value
-    return None
+        exponent = func.value
+    if exponent is None or _is_shifted(sem, exponent):
+        return None
+    return exponent
+
+
+def _is_shifted(sem, exponent: cst.BaseExpression) -> bool:
+    """`exp(x - m)`: a difference inside the exponential is the max-shift of the log-sum-exp trick
+    done by hand (`shifted = x - x.amax(dim, keepdim=True)`), which stays finite."""
+    exponent = sem.assigned_value(exponent) if isinstance(exponent, cst.Name) else exponent
+    return isinstance(exponent, cst.BinaryOperation) and isinstance(exponent.operator, cst.Subtract)
 
 
 def _has_dimension(args) -> bool:

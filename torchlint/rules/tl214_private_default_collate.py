@@ -41,7 +41,8 @@ imported from the private module is reported once, at its import, not at every u
 
 Not flagged: `torch.utils.data.default_collate` / `torch.utils.data.dataloader.default_collate`;
 `collate` and `default_collate_fn_map` of the private module, which PyTorch documents under that
-path (custom collate functions); other private names.
+path (custom collate functions); other private names; a use through a relative import (`from .
+import _utils`), which only code inside `torch.utils.data` itself can write.
 
 ## Why is this bad?
 Nothing breaks today: measured on torch 2.13, `torch.utils.data.default_collate` is the very
@@ -110,6 +111,8 @@ change too).
         public = _PUBLIC_ALIASES.get(name or "")
         if public is None:
             return
+        if _bound_by_relative_import(node, ctx):
+            return  # `from . import _utils`: the file is part of torch.utils.data itself
         fix: Optional[FixSpec] = None
         if dotted_name(node) == name:  # spelled out from `torch` itself
             fix = FixSpec(f"Use `{public}`", (Replace(node, public),), Applicability.SAFE)
@@ -120,3 +123,13 @@ change too).
             fix,
             severity=Severity.NOTE,
         )
+
+
+def _bound_by_relative_import(node: cst.Attribute, ctx: RuleContext) -> bool:
+    root = node
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name):
+        return False
+    bindings = ctx.semantic.scopes.lookup(root.value, root) or []
+    return any(isinstance(b.node, cst.ImportFrom) and b.node.relative for b in bindings)
