@@ -10,6 +10,10 @@ from torchlint.analysis import value as v
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
+# Functions whose result is integer-valued: `1 + x` of such an `x` is exact (0, or at least 1), so
+# log(1 + x) loses nothing (`torch.log(1 + torch.floor(pos / n))` in attention scaling).
+_INTEGER_VALUED = frozenset({"torch.floor", "torch.ceil", "torch.round", "torch.trunc"})
+_INTEGER_METHODS = frozenset({"floor", "ceil", "round", "trunc", "long", "int"})
 # torch's logarithm / exponential and the fused function that replaces `f(1 + x)` / `f(x) - 1`.
 _FUSED = {
     "torch.log": "log1p",
@@ -34,6 +38,8 @@ tensor), however torch is imported. `torch.log(1 + torch.exp(t))` is softplus wr
 and is flagged as that.
 
 Not flagged: other constants (`torch.log(2 + x)`, `torch.log(x + 1e-8)`, `torch.exp(x) - 2`),
+`torch.log(1 + x)` of an integer-valued `x` (`torch.floor(...)`, `.round()`, `.long()`: `1 + x`
+is exact, so there is nothing to lose),
 `math.log` / `np.log`, `.log()` / `.exp()` on something not known to be a tensor, and the right
 spellings `torch.log1p` / `torch.expm1` / `torch.special.expm1`.
 
@@ -47,7 +53,9 @@ of ordinary size the results agree to rounding, so this is a note, not a bug rep
 
 `torch.log(1 + torch.exp(t))` fails the other way: `exp` overflows first. Measured on torch
 2.13: at `t = 100` it is `inf` and its gradient `nan` (`log1p(exp(t))` is `inf` too), while
-`F.softplus(t)` is `100.0`. That depends on the scale of `t`, so it is a warning.
+`F.softplus(t)` is `100.0`. Guarding it with `torch.where(t > 20, t, torch.log(1 + torch.exp(t)))`
+keeps the forward finite but not the backward: both branches are computed, and the gradient at
+`t = 100` is `nan` (measured). That depends on the scale of `t`, so it is a warning.
 
 ## Example
 ```python
@@ -104,6 +112,8 @@ on the rounded 0, see a difference. No fix is offered when the function was impo
                           Applicability.UNSAFE)
         else:
             return
+        if _integer_valued(sem, x):
+            return  # x is 0 or at least 1: nothing to lose
         exponent = _exp_argument(sem, x)
         if exponent is not None:
             # log(1 + exp(t)) is softplus: exp overflows first, log1p would not help
@@ -160,6 +170,16 @@ on the rounded 0, see a difference. No fix is offered when the function was impo
             fix,
             severity=Severity.NOTE,
         )
+
+
+def _integer_valued(sem, expr: cst.BaseExpression) -> bool:
+    if not isinstance(expr, cst.Call):
+        return False
+    if sem.call_name(expr) in _INTEGER_VALUED:
+        return True
+    func = expr.func
+    return isinstance(func, cst.Attribute) and func.attr.value in _INTEGER_METHODS \
+        and sem.qualified_name(func) is None
 
 
 def _exp_argument(sem, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
