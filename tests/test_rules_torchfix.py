@@ -63,3 +63,13 @@ def test_api_change_entries_feed_the_rules():
 
     assert BY_API["torch.utils.checkpoint.checkpoint"].keyword == "use_reentrant"
     assert BY_API["torchvision.models.*(pretrained=)"].check.checked == "source"
+
+
+def test_runtime_recognises_the_checkpoint_warning():
+    from torchlint.runtime import signatures
+
+    message = ("torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting in "
+               "PyTorch 2.9, calling checkpoint without use_reentrant will raise an exception.")
+    assert signatures.warning_code("UserWarning", message) == "TL213"
+    assert signatures.warning_code("UserWarning", "something else") is None
+    assert "TL213" in signatures.CODES and signatures.WARNING_MESSAGES["TL213"]
