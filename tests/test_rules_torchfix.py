@@ -73,3 +73,23 @@ def test_runtime_recognises_the_checkpoint_warning():
     assert signatures.warning_code("UserWarning", message) == "TL213"
     assert signatures.warning_code("UserWarning", "something else") is None
     assert "TL213" in signatures.CODES and signatures.WARNING_MESSAGES["TL213"]
+
+
+@pytest.mark.parametrize("code", ["TL120", "TL121", "TL122", "TL213", "TL214", "TL215"])
+def test_docs_and_metadata(code):
+    from torchlint.rules import get_rule
+
+    rule = get_rule(code)
+    for section in ("## What it does", "## Why is this bad?", "## Example", "Use instead:",
+                    "## Fix safety", "## References"):
+        assert section in rule.docs
+    assert rule.confirmation_module == code.lower()
+    assert rule.triggers
+
+
+def test_docs_quote_measured_facts():
+    from torchlint.rules import get_rule
+
+    assert "`p.requires_grad` is still\n`True`" in get_rule("TL120").docs
+    assert "[0, -inf,\n-inf]" in get_rule("TL122").docs
+    assert "the use_reentrant parameter should be passed explicitly" in get_rule("TL213").docs
