@@ -620,7 +620,7 @@ _WARNING_MESSAGES = {
 
 
 def _warning_message(code: str) -> str:
-    return _WARNING_MESSAGES[code]
+    return signatures.WARNING_MESSAGES.get(code) or _WARNING_MESSAGES[code]
 
 
 def _has_closure(args: tuple, kwargs: dict) -> bool:

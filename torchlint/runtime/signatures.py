@@ -275,3 +275,21 @@ def removed_api(type_name: str, message: str):
 
 _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + tuple(
     (API_REMOVED, (kind,), pattern) for change, kind, pattern in _API_DRIFT if change.outcome == "raises")
+
+
+# -- TL213 (checkpoint without use_reentrant) -------------------------------------------------------------
+# A separate block: torch 2.13's torch/utils/checkpoint.py warns on every call without `use_reentrant`
+# (stacklevel=2, so the warning names the caller's line). TL215's torchvision warnings are left out: torchvision
+# cannot run beside this torch, so no run could confirm them here.
+CODES["TL213"] = Code("checkpoint without use_reentrant",
+                      "UserWarning 'the use_reentrant parameter should be passed explicitly' "
+                      "(torch.utils.checkpoint.checkpoint / checkpoint_sequential)")
+_WARNINGS = _WARNINGS + (
+    ("TL213", ("UserWarning",), re.compile(r"the use_reentrant parameter should be passed explicitly")),
+)
+# The one-line message `torchlint run` shows for a code recognised by its warning (session.py reads this
+# before its own table).
+WARNING_MESSAGES: Dict[str, str] = {
+    "TL213": "`checkpoint` without `use_reentrant=` runs the reentrant variant, whose blocks get no gradient "
+             "when no input requires grad; pass `use_reentrant=False`",
+}

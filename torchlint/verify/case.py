@@ -21,6 +21,13 @@ class Case:
     For a claim (`rule` = "CLAIM-nnn"): `bad` is the code the claim says misbehaves and `good` is
     a positive control that really shows the harm, so the probe is shown able to see it. A claim
     is REFUTED when the probe sees no harm in `bad` and sees it in the control. `bad_line` is 0.
+
+    `requires` names the top-level packages the snippets import besides torch (`("torchvision",)`).
+    Where one of them is not installed (torchvision cannot be installed beside the pinned CPU
+    torch), the snippets are not executed: the static part is still checked and the verdict is
+    SOURCE-CHECKED, its reason naming `source`, the released sources where the runtime claim was
+    read ("torchvision 0.29.1 torchvision/models/_utils.py"). Where they are installed the case
+    runs like any other.
     """
 
     rule: str
@@ -31,6 +38,8 @@ class Case:
     probe: str
     expect: dict = field(default_factory=dict)
     devices: tuple = ("cpu", "cuda")
+    requires: tuple = ()
+    source: str = ""
 
     @property
     def is_claim(self) -> bool:
@@ -39,12 +48,14 @@ class Case:
     def to_json(self) -> dict:
         data = asdict(self)
         data["devices"] = list(self.devices)
+        data["requires"] = list(self.requires)
         return data
 
     @classmethod
     def from_json(cls, data: dict) -> "Case":
         data = dict(data)
         data["devices"] = tuple(data.get("devices", ("cpu", "cuda")))
+        data["requires"] = tuple(data.get("requires", ()))
         return cls(**data)
 
 

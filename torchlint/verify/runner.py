@@ -31,8 +31,8 @@ REFUTED = "REFUTED"
 NOT_REFUTED = "NOT REFUTED"
 ERROR = "ERROR"
 SKIPPED = "SKIPPED"
-# An API-change entry about a package that cannot be installed here (torchvision, torchtext): its
-# claim was read in the package's sources, only the static half ran.
+# The snippets need a package that cannot be installed here (torchvision, torchtext): the static
+# part ran and agreed, and the runtime claim was read in the package's released sources.
 SOURCE_CHECKED = "SOURCE-CHECKED"
 VERDICTS = (CONFIRMED, NOT_CONFIRMED, REFUTED, NOT_REFUTED, ERROR, SKIPPED, SOURCE_CHECKED)
 FAILING = (NOT_CONFIRMED, NOT_REFUTED, ERROR)
@@ -231,6 +231,35 @@ def _row(case: Case, device: str, static_result: dict) -> dict:
     }
 
 
+def missing_requirements(case: Case) -> list:
+    """The packages of `case.requires` this interpreter (the children's) cannot import. Only
+    looks them up, never imports them."""
+    missing = []
+    for name in case.requires:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def decide_source_checked(row: dict, case: Case, missing: Sequence[str]) -> None:
+    """The verdict of a case whose snippets cannot run here: the static part decides."""
+    static_result = row["static"]
+    where = case.source or "its released sources"
+    if static_result["status"] == static.ERROR:
+        row["verdict"], row["reason"] = ERROR, static_result["detail"]
+    elif static_result["status"] == static.MISMATCH:
+        row["verdict"], row["reason"] = NOT_CONFIRMED, (
+            "static analyzer disagrees: " + static_result["detail"])
+    else:
+        row["verdict"], row["reason"] = SOURCE_CHECKED, (
+            f"{', '.join(missing)} not installed, snippets not executed; the runtime claim was "
+            f"read in {where}")
+
+
 def decide(row: dict) -> None:
     """Set row["verdict"] (and "reason") from the observations and the static check."""
     bad, good, static_result = row["bad"], row["good"], row["static"]
@@ -300,6 +329,10 @@ def _run_device(device: str, cases: Sequence[Case], rows: Dict[tuple, dict], chi
         row = rows[(index, device)]
         if device not in case.devices:
             row["verdict"], row["reason"] = SKIPPED, f"case runs only on {', '.join(case.devices)}"
+            continue
+        missing = missing_requirements(case)
+        if missing:
+            decide_source_checked(row, case, missing)
             continue
         if fatal is not None:
             row["verdict"], row["reason"] = ERROR, fatal
