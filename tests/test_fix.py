@@ -248,6 +248,7 @@ def test_write_atomic_directly(tmp_path) -> None:
 
 # --- the command line ------------------------------------------------------------------------
 
+@pytest.mark.slow  # every fixture through the CLI, end to end (CI and --runslow run it)
 def test_fix_on_fixtures_fixes_exactly_the_safe_findings_then_unsafe_then_nothing(tmp_path) -> None:
     copy = tmp_path / "fixtures"
     shutil.copytree(FIXTURES, copy)
@@ -320,6 +321,7 @@ def test_diff_writes_nothing(tmp_path) -> None:
     assert clean.returncode == 0 and clean.stdout == ""
 
 
+@pytest.mark.slow  # every fixture through the CLI, end to end (CI and --runslow run it)
 def test_diff_on_fixtures_writes_nothing(tmp_path) -> None:
     copy = tmp_path / "fixtures"
     shutil.copytree(FIXTURES, copy)
@@ -478,6 +480,7 @@ def test_diff_of_a_file_without_final_newline() -> None:
     )
 
 
+@pytest.mark.slow  # every fixture through the CLI, end to end (CI and --runslow run it)
 def test_fix_with_workers_and_cache_equals_fix_in_one_process(tmp_path) -> None:
     # Fix mode lints with the lint path's workers and cache first and fixes only the files
     # that have a fix to apply; the outcome must not depend on that.
