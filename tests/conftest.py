@@ -52,3 +52,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_report_header(config):
+    if _run_slow(config):
+        return "slow tests: run (CI is set or --runslow)"
+    return "slow tests: skipped (they run with CI=true or --runslow)"
