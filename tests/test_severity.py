@@ -159,6 +159,8 @@ def test_default_severity_sentence_follows_the_default():
         default_severity = Severity.NOTE
 
     assert Demo.severity_text().startswith("Findings of this rule are notes")
+    Demo.docs = "## What it does\nx\n\n## Severity\nAn error when read back.\n\n## References\n- y\n"
+    assert Demo.severity_text() == "An error when read back."
     Demo.severity_docs = "An error where the loss is read back; else a note."
     assert Demo.severity_text() == "An error where the loss is read back; else a note."
 

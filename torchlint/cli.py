@@ -244,9 +244,10 @@ def rule_docs(rule) -> str:
         "none": "Fix is not available.",
     }[rule.fix_availability]
     docs = rule.docs.rstrip()
-    severity = f"## Severity\n{rule.severity_text()}\n\n"
-    head, references, tail = docs.rpartition("## References")
-    docs = f"{head}{severity}{references}{tail}" if references else f"{docs}\n\n{severity.rstrip()}"
+    if "\n## Severity\n" not in "\n" + docs:  # a rule may write the section in its docs itself
+        severity = f"## Severity\n{rule.severity_text()}\n\n"
+        head, references, tail = docs.rpartition("## References")
+        docs = f"{head}{severity}{references}{tail}" if references else f"{docs}\n\n{severity.rstrip()}"
     return f"# {rule.name} ({rule.code})\n\n{availability}\n{docs}\n"
 
 

@@ -118,8 +118,14 @@ class Rule:
 
     @classmethod
     def severity_text(cls) -> str:
-        """The "## Severity" section's text: `severity_docs`, else what `default_severity` means."""
-        return (cls.severity_docs or _DEFAULT_SEVERITY_DOCS[cls.default_severity]).strip()
+        """The "## Severity" section's text: `severity_docs`, else the section written in `docs`,
+        else what `default_severity` means."""
+        if cls.severity_docs:
+            return cls.severity_docs.strip()
+        docs = "\n" + getattr(cls, "docs", "")
+        if "\n## Severity\n" in docs:
+            return docs.split("\n## Severity\n", 1)[1].split("\n## ", 1)[0].strip()
+        return _DEFAULT_SEVERITY_DOCS[cls.default_severity]
 
     @classmethod
     def url(cls) -> str:
