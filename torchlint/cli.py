@@ -94,6 +94,8 @@ class LintRun:
     stdin_source: Optional[bytes] = None
     stdin_name: str = "-"
     out: TextIO = sys.stdout
+    # (level, count) of the lint findings `--min-severity` left out of the report, once filtered
+    below_min_severity: tuple = ()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

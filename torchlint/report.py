@@ -20,9 +20,13 @@ def shown(run, results):
     from torchlint.finding import Severity
 
     limit = Severity.parse(level).rank
-    return [result if all(f.severity.rank <= limit for f in result.findings)
+    kept = [result if all(f.severity.rank <= limit for f in result.findings)
             else replace(result, findings=[f for f in result.findings if f.severity.rank <= limit])
             for result in results]
+    below = sum(len(r.findings) for r in results) - sum(len(r.findings) for r in kept)
+    if hasattr(run, "below_min_severity"):
+        run.below_min_severity = (Severity.parse(level).value, below)
+    return kept
 
 
 def report(run, results, fixed: int = 0, fix_listing=()) -> None:
@@ -38,6 +42,7 @@ def report(run, results, fixed: int = 0, fix_listing=()) -> None:
         "config": run.config,
         "fixed": fixed,
         "fix_listing": list(fix_listing),
+        "below_min_severity": getattr(run, "below_min_severity", ()),
     }
     if name == "full":
         options["sources"] = _sources(run, results)

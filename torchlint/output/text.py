@@ -58,7 +58,8 @@ def summary(findings: List[Finding], options: dict) -> List[str]:
     elif lints:
         lines.append(f"Found {_count(len(lints), 'finding')}: {severity_counts(lints)}.")
     elif not options.get("quiet"):
-        lines.append("All checks passed!")
+        level, below = options.get("below_min_severity") or ("", 0)
+        lines.append(f"No findings of severity {level} or above." if below else "All checks passed!")
     if lints:
         fixable = sum(1 for f in lints if f.fix is not None and
                       (f.fix.applicability.value == "safe" or options.get("unsafe_fixes")))
@@ -69,6 +70,9 @@ def summary(findings: List[Finding], options: dict) -> List[str]:
         if hidden:
             lines.append(f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the "
                          "`--unsafe-fixes` option.")
+    level, below = options.get("below_min_severity") or ("", 0)
+    if below and not options.get("quiet"):
+        lines.append(f"{_count(below, 'finding')} less severe than {level} not shown (--min-severity).")
     problems = len(findings) - len(lints)
     if problems:
         lines.append(f"{problems} file{'s' if problems != 1 else ''} could not be fully checked (TL9xx).")
