@@ -45,7 +45,8 @@ def severity_counts(findings: List[Finding]) -> str:
 
 def summary(findings: List[Finding], options: dict) -> List[str]:
     """The closing lines. Under `--fix`, `options["fixed"]` counts what was fixed (ruff's
-    `Found N errors (M fixed, K remaining).`) and `options["fix_listing"]` lists it."""
+    `Found N errors (M fixed, K remaining).`, here `Found N findings (M fixed, K remaining: 1 error,
+    ...)` since "error" is a severity) and `options["fix_listing"]` lists it."""
     lints = [f for f in findings if not f.is_diagnostic]
     fixed = options.get("fixed", 0)
     lines = list(options.get("fix_listing") or ())
