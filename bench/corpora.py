@@ -194,11 +194,11 @@ def _extract_zip(path: Path, into: Path, strip: int = 0, keep=_wanted) -> int:
     return count
 
 
-def _common_top(names: Iterable[str]) -> int:
-    """1 when every member sits under one top directory (GitHub's `name-<commit>/`), else 0."""
-    tops = {name.split("/", 1)[0] for name in names if name.strip("/")}
-    nested = all("/" in name.strip("/") for name in names if name.strip("/") and not name.endswith("/"))
-    return 1 if len(tops) == 1 and nested else 0
+def _common_top(files: Iterable[str]) -> int:
+    """1 when every file sits under one top directory (GitHub's `name-<commit>/`), else 0."""
+    files = [name.strip("/") for name in files if name.strip("/")]
+    tops = {name.split("/", 1)[0] for name in files}
+    return 1 if files and len(tops) == 1 and all("/" in name for name in files) else 0
 
 
 def extract_commit(git_dir: Path, commit: str, into: Path) -> Tuple[int, List[str]]:
@@ -241,11 +241,11 @@ def extract_commit(git_dir: Path, commit: str, into: Path) -> Tuple[int, List[st
 def extract_archive(path: Path, into: Path) -> int:
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
-            strip = _common_top(archive.namelist())
+            strip = _common_top(info.filename for info in archive.infolist() if not info.is_dir())
         return _extract_zip(path, into, strip)
     data = path.read_bytes()
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        strip = _common_top(archive.getnames())
+        strip = _common_top(member.name for member in archive.getmembers() if member.isfile())
     return _extract_tar(data, into, strip)
 
 
