@@ -237,6 +237,7 @@ def test_a_run_that_lints_nothing_says_so(tmp_path):
     (project / "empty").mkdir()
     result = torchlint("empty", cwd=project)
     assert result.returncode == 0 and result.stderr == "warning: No Python files found under the given path(s)\n"
+    assert torchlint("-q", "empty", cwd=project).stderr == ""
     result = torchlint("--output-format", "json", "empty", cwd=project)
     assert result.returncode == 0 and json.loads(result.stdout) == [] and "No Python files" in result.stderr
 

@@ -171,7 +171,7 @@ def _main(argv: List[str]) -> int:
             sys.stderr.write(f"torchlint: {item.path}: {item.reason}\n")
         if missing and not run.files:
             return EXIT_ERROR
-        if not run.files:
+        if not run.files and not args.quiet:  # as ruff, -q prints findings only
             _warn_nothing_linted(skipped)
     if args.output_file:
         return _with_output_file(run)
