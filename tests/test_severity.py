@@ -256,6 +256,8 @@ def test_no_respect_gitignore_option_and_config(tmp_path):
     (project / "pyproject.toml").write_text("[tool.torchlint]\nrespect-gitignore = false\n")
     result = torchlint(".", cwd=project)
     assert result.returncode == 1 and "generated/bad.py:4:30: TL004" in result.stdout
+    result = torchlint("--respect-gitignore", ".", cwd=project)  # the option wins over the config
+    assert result.returncode == 0 and "ignored by git" in result.stderr
     (project / "pyproject.toml").write_text("[tool.torchlint]\nrespect-gitignore = \"no\"\n")
     result = torchlint(".", cwd=project)
     assert result.returncode == 2 and "respect-gitignore" in result.stderr

@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="apply `exclude` also to paths passed explicitly (for pre-commit)")
     parser.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false", default=None,
                         help="also lint files that .gitignore ignores (config: respect-gitignore = false)")
+    parser.add_argument("--respect-gitignore", dest="respect_gitignore", action="store_true", default=None,
+                        help="leave out what .gitignore ignores even where the config says false (the default)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
     parser.add_argument("--min-severity", choices=("error", "warning", "note"), default=None,
                         help="show only findings at least this severe (default: note, all); the exit code "
