@@ -172,8 +172,10 @@ def test_rule_docs_sections():
     assert result.returncode == 0
     out = result.stdout
     assert out.startswith("# view-after-transpose (TL004)")
-    for section in ("## What it does", "## Why is this bad?", "## Example", "Use instead:", "## Fix safety"):
+    for section in ("## What it does", "## Why is this bad?", "## Example", "Use instead:", "## Fix safety",
+                    "## Severity", "## References"):
         assert section in out
+    assert out.index("## Fix safety") < out.index("## Severity") < out.index("## References")
 
 
 def test_rule_unknown_code():

@@ -1,4 +1,5 @@
-"""Real code at scale: the installed torch package (thousands of files) and /work/corpus.
+"""Real code at scale: the installed torch package (thousands of files) and the real-project
+corpus named in `bench/corpora.py` (by repository and commit), found through $TORCHLINT_CORPUS.
 
 - no file of torch makes torchlint raise (no TL903 internal error), linted with the parallel
   runner and the pre-filter off, so that the same run also proves the pre-filter sound: every
@@ -23,7 +24,20 @@ from torchlint.cli import LintRun
 from torchlint.config import Config
 from torchlint.rules import all_rules, get_rule
 
-CORPUS = Path(os.environ.get("TORCHLINT_CORPUS", "/work/corpus"))
+CORPUS_VARIABLE = "TORCHLINT_CORPUS"
+HOW_TO_BUILD = (f"build it with `python bench/corpora.py fetch DIR` (the repositories and commits are named "
+                f"there) and set {CORPUS_VARIABLE}=DIR/head (or any directory of real Python code)")
+
+
+def corpus_dir():
+    """The corpus directory, or skip saying which variable is read and how to make the corpus."""
+    value = os.environ.get(CORPUS_VARIABLE)
+    if not value:
+        pytest.skip(f"{CORPUS_VARIABLE} is not set: {HOW_TO_BUILD}")
+    path = Path(value)
+    if not path.is_dir():
+        pytest.skip(f"{CORPUS_VARIABLE}={value} is not a directory: {HOW_TO_BUILD}")
+    return path
 
 
 def torch_root():
@@ -72,11 +86,10 @@ def test_every_torch_file_lints_without_internal_error(monkeypatch):
 
 @pytest.mark.slow
 def test_files_the_prefilter_skips_have_no_findings():
-    if not CORPUS.is_dir():
-        pytest.skip(f"no corpus at {CORPUS}")
-    paths = sorted(CORPUS.rglob("*.py"))
+    corpus = corpus_dir()
+    paths = sorted(corpus.rglob("*.py"))
     if not paths:
-        pytest.skip(f"no Python file under {CORPUS}")
+        pytest.skip(f"no Python file under {CORPUS_VARIABLE}={corpus}: {HOW_TO_BUILD}")
     rules = all_rules()
     skipped = []
     for path in paths:

@@ -173,7 +173,7 @@ def test_round_trip_keeps_bytes_outside_the_fix(tmp_path, variant) -> None:
     result = torchlint("--fix", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert path.read_bytes() == expected
-    assert "Found 1 error (1 fixed, 0 remaining)." in result.stdout
+    assert "Found 1 finding (1 fixed, 0 remaining)." in result.stdout
 
 
 def test_crlf_inserted_line(tmp_path) -> None:
@@ -248,6 +248,7 @@ def test_write_atomic_directly(tmp_path) -> None:
 
 # --- the command line ------------------------------------------------------------------------
 
+@pytest.mark.slow  # every fixture through the CLI, end to end (CI and --runslow run it)
 def test_fix_on_fixtures_fixes_exactly_the_safe_findings_then_unsafe_then_nothing(tmp_path) -> None:
     copy = tmp_path / "fixtures"
     shutil.copytree(FIXTURES, copy)
@@ -286,23 +287,23 @@ def test_summary_show_fixes_and_exit_codes(tmp_path) -> None:
     path.write_text(BAD + UNSAFE_ONLY)
     result = torchlint("--fix", "--show-fixes", str(path))
     assert result.returncode == 1
-    assert "Found 2 errors (1 fixed, 1 remaining)." in result.stdout
-    assert f"Fixed 1 error:\n- {path}:\n    1 × TL004 (view-after-transpose)\n" in result.stdout
+    assert "Found 2 findings (1 fixed, 1 remaining: 1 " in result.stdout
+    assert f"Fixed 1 finding:\n- {path}:\n    1 × TL004 (view-after-transpose)\n" in result.stdout
     assert "TL108" in result.stdout and "TL004" not in result.stdout.split("Fixed")[0]
 
     path.write_text(BAD)
     result = torchlint("--fix", str(path))
-    assert result.returncode == 0 and "Found 1 error (1 fixed, 0 remaining)." in result.stdout
+    assert result.returncode == 0 and "Found 1 finding (1 fixed, 0 remaining)." in result.stdout
     path.write_text(BAD)
     assert torchlint("--fix", "--exit-non-zero-on-fix", str(path)).returncode == 1
 
     for output_format in ("full", "grouped"):
         path.write_text(BAD + UNSAFE_ONLY)
         result = torchlint("--fix", "--output-format", output_format, str(path))
-        assert "Found 2 errors (1 fixed, 1 remaining)." in result.stdout, output_format
+        assert "Found 2 findings (1 fixed, 1 remaining: 1 " in result.stdout, output_format
     path.write_text(BAD)
     result = torchlint("--fix", "--output-format", "json", "--show-fixes", str(path))
-    assert json.loads(result.stdout) == [] and "Fixed 1 error:" in result.stderr
+    assert json.loads(result.stdout) == [] and "Fixed 1 finding:" in result.stderr
     assert torchlint("--fix", "--exit-non-zero-on-fix", str(path)).returncode == 0  # nothing left to fix
 
 
@@ -314,12 +315,13 @@ def test_diff_writes_nothing(tmp_path) -> None:
     assert path.read_text() == BAD
     assert "-    return x.transpose(0, 1).view(-1)\n+    return x.transpose(0, 1).contiguous().view(-1)\n" in result.stdout
     assert result.stdout.startswith(f"--- {path}\n+++ {path}\n")
-    assert "Would fix 1 error" in result.stderr
+    assert "Would fix 1 finding" in result.stderr
     path.write_text(FIXED)
     clean = torchlint("--diff", str(path))
     assert clean.returncode == 0 and clean.stdout == ""
 
 
+@pytest.mark.slow  # every fixture through the CLI, end to end (CI and --runslow run it)
 def test_diff_on_fixtures_writes_nothing(tmp_path) -> None:
     copy = tmp_path / "fixtures"
     shutil.copytree(FIXTURES, copy)
@@ -480,6 +482,7 @@ def test_diff_of_a_file_without_final_newline() -> None:
     )
 
 
+@pytest.mark.slow  # every fixture through the CLI, end to end (CI and --runslow run it)
 def test_fix_with_workers_and_cache_equals_fix_in_one_process(tmp_path) -> None:
     # Fix mode lints with the lint path's workers and cache first and fixes only the files
     # that have a fix to apply; the outcome must not depend on that.

@@ -88,6 +88,15 @@ def test_column_points_at_the_same_character_as_the_cli(tmp_path):
     assert BAD.splitlines()[3][30 - 1:].startswith("view")
 
 
+def test_message_names_the_severity_after_the_code(tmp_path):
+    # flake8 has no severity: the code stays the code, the message starts with the severity word
+    path = tmp_path / "m.py"
+    path.write_text(BAD)
+    (line,) = flake8("--select", "TL", path).stdout.splitlines()
+    message = FLAKE8_LINE.match(line).group("message")
+    assert message.split(":", 1)[0] in {"error", "warning", "note"}, line
+
+
 def test_stdin_mode_uses_the_buffer_not_the_file(tmp_path):
     on_disk = tmp_path / "x.py"
     on_disk.write_text("x = 1\n")  # the saved file is clean; the editor buffer is not

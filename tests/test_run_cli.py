@@ -43,6 +43,7 @@ def test_usage_errors_exit_2(tmp_path):
     assert torchlint("run", "-m", "no_such_module_at_all").returncode == 2
 
 
+@pytest.mark.slow  # a torch script under `torchlint run`, end to end (CI and --runslow run it)
 @needs_torch
 def test_text_report_through_the_command_line():
     result = torchlint("run", "fixtures/run/tl002_bad.py")
@@ -53,6 +54,7 @@ def test_text_report_through_the_command_line():
     assert out.rstrip().endswith("Exit status 1.")
 
 
+@pytest.mark.slow  # a torch script under `torchlint run`, end to end (CI and --runslow run it)
 @needs_torch
 def test_module_mode_passes_arguments_and_keeps_json_on_stdout(tmp_path):
     package = tmp_path / "trainer"

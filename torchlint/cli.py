@@ -56,7 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--list-rules", action="store_true", help="list every rule and exit")
     parser.add_argument("--force-exclude", action="store_true",
                         help="apply `exclude` also to paths passed explicitly (for pre-commit)")
+    parser.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false", default=None,
+                        help="also lint files that .gitignore ignores (config: respect-gitignore = false)")
+    parser.add_argument("--respect-gitignore", dest="respect_gitignore", action="store_true", default=None,
+                        help="leave out what .gitignore ignores even where the config says false (the default)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
+    parser.add_argument("--min-severity", choices=("error", "warning", "note"), default=None,
+                        help="show only findings at least this severe (default: note, all); the exit code "
+                             "counts only what is shown")
     fixing = parser.add_argument_group("fixing")
     fixing.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     fixing.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that may change behaviour")
@@ -89,6 +96,8 @@ class LintRun:
     stdin_source: Optional[bytes] = None
     stdin_name: str = "-"
     out: TextIO = sys.stdout
+    # (level, count) of the lint findings `--min-severity` left out of the report, once filtered
+    below_min_severity: tuple = ()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -157,14 +166,29 @@ def _main(argv: List[str]) -> int:
     else:
         from torchlint.discovery import collect_files
 
-        run.files, missing = collect_files(paths, config, force_exclude=args.force_exclude)
+        skipped: list = []
+        run.files, missing = collect_files(paths, config, force_exclude=args.force_exclude,
+                                           respect_gitignore=args.respect_gitignore, skipped=skipped)
         for item in missing:
             sys.stderr.write(f"torchlint: {item.path}: {item.reason}\n")
         if missing and not run.files:
             return EXIT_ERROR
+        if not run.files and not args.quiet:  # as ruff, -q prints findings only
+            _warn_nothing_linted(skipped)
     if args.output_file:
         return _with_output_file(run)
     return execute(run)
+
+
+def _warn_nothing_linted(skipped: list) -> None:
+    """As ruff: a run that lints no file says so on stderr (the exit status stays 0). Silent when
+    only explicit files left out by `--force-exclude` were given (pre-commit on excluded files)."""
+    if skipped and all(item.reason == "excluded" for item in skipped):
+        return
+    ignored = sum(1 for item in skipped if item.reason == "ignored by git")
+    why = (f" ({ignored} file{'s' if ignored != 1 else ''} ignored by git; --no-respect-gitignore lints "
+           f"{'them' if ignored != 1 else 'it'})") if ignored else ""
+    sys.stderr.write(f"warning: No Python files found under the given path(s){why}\n")
 
 
 def _with_output_file(run: LintRun) -> int:
@@ -185,7 +209,9 @@ def execute(run: LintRun) -> int:
         from torchlint.fixer import run_fix_mode
 
         return run_fix_mode(run)
-    results = lint_run(run)
+    from torchlint.report import shown
+
+    results = shown(run, lint_run(run))
     report(run, results)
     return exit_code(run, results)
 
@@ -221,7 +247,12 @@ def rule_docs(rule) -> str:
         "sometimes": "Fix is sometimes available.",
         "none": "Fix is not available.",
     }[rule.fix_availability]
-    return f"# {rule.name} ({rule.code})\n\n{availability}\n{rule.docs.rstrip()}\n"
+    docs = rule.docs.rstrip()
+    if "\n## Severity\n" not in "\n" + docs:  # a rule may write the section in its docs itself
+        severity = f"## Severity\n{rule.severity_text()}\n\n"
+        head, references, tail = docs.rpartition("## References")
+        docs = f"{head}{severity}{references}{tail}" if references else f"{docs}\n\n{severity.rstrip()}"
+    return f"# {rule.name} ({rule.code})\n\n{availability}\n{docs}\n"
 
 
 def print_rule_docs(argv: List[str]) -> int:

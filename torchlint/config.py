@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 CODE_PREFIX = re.compile(r"^[A-Z]{1,3}[0-9]{0,3}$")
 KNOWN_KEYS = {
     "select", "ignore", "extend-select", "extend-ignore", "per-file-ignores", "exclude",
-    "extend-exclude", "unsafe-fixes", "cache-dir",
+    "extend-exclude", "unsafe-fixes", "cache-dir", "min-severity", "respect-gitignore",
 }
 DEFAULT_EXCLUDE = [
     ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", ".eggs", "*.egg-info",
@@ -41,6 +41,8 @@ class Config:
     extend_exclude: List[str] = field(default_factory=list)
     unsafe_fixes: bool = False
     cache_dir: Optional[str] = None
+    min_severity: Optional[str] = None  # "error", "warning" or "note"; None shows every finding
+    respect_gitignore: bool = True  # leave out what git ignores when walking directories
     root: Path = field(default_factory=Path.cwd)  # the directory holding the config (or cwd)
     source: Optional[Path] = None  # the pyproject.toml it came from
 
@@ -177,4 +179,13 @@ def load_config(start: Path, explicit: Optional[Path] = None) -> Config:
     if cache_dir is not None and not isinstance(cache_dir, str):
         raise ConfigError(f"{pyproject}: `cache-dir` must be a string")
     config.cache_dir = cache_dir
+    level = table.get("min-severity")
+    if level is not None:
+        if level not in ("error", "warning", "note"):
+            raise ConfigError(f"{pyproject}: `min-severity` must be \"error\", \"warning\" or \"note\", got {level!r}")
+        config.min_severity = level
+    respect = table.get("respect-gitignore", True)
+    if not isinstance(respect, bool):
+        raise ConfigError(f"{pyproject}: `respect-gitignore` must be true or false")
+    config.respect_gitignore = respect
     return config

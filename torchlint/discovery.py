@@ -1,10 +1,11 @@
-"""Which files a run lints: explicit paths, directories recursed, excludes and .gitignore honoured."""
+"""Which files a run lints: explicit paths, directories recursed, excludes and .gitignore honoured
+(`--no-respect-gitignore` / `respect-gitignore = false` lint what git ignores, too)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from torchlint.config import Config
 
@@ -59,8 +60,15 @@ def _git_ignored(paths: Sequence[str]) -> set:
     return {p for p in completed.stdout.decode("utf-8", "surrogateescape").split("\0") if p}
 
 
-def collect_files(paths: Sequence[str], config: Config, force_exclude: bool = False) -> Tuple[List[str], List[Missing]]:
-    """Files to lint, in a stable order, and the paths that could not be used."""
+def collect_files(paths: Sequence[str], config: Config, force_exclude: bool = False,
+                  respect_gitignore: Optional[bool] = None,
+                  skipped: Optional[List[Missing]] = None) -> Tuple[List[str], List[Missing]]:
+    """Files to lint, in a stable order, and the paths that could not be used. `skipped`, when
+    given, receives the explicit files left out by `--force-exclude` and the walked files git
+    ignores (so that a run that lints nothing can say why). `respect_gitignore` None: the config's."""
+    if respect_gitignore is None:
+        respect_gitignore = config.respect_gitignore
+    skipped = [] if skipped is None else skipped
     files: List[str] = []
     missing: List[Missing] = []
     walked: List[str] = []
@@ -71,13 +79,15 @@ def collect_files(paths: Sequence[str], config: Config, force_exclude: bool = Fa
             missing.append(Missing(path, "dangling symbolic link"))
         elif os.path.isfile(path):
             if force_exclude and config.is_excluded(path):
+                skipped.append(Missing(path, "excluded"))
                 continue
             files.append(path)
         elif os.path.exists(path):
             missing.append(Missing(path, "not a regular file"))
         else:
             missing.append(Missing(path, "no such file or directory"))
-    ignored = _git_ignored(walked)
+    ignored = _git_ignored(walked) if respect_gitignore else set()
+    skipped.extend(Missing(p, "ignored by git") for p in walked if p in ignored)
     files.extend(p for p in walked if p not in ignored)
     seen = set()
     unique = []

@@ -394,7 +394,7 @@ def write_fix(fix: FileFix, unfixed: Callable[[], FileResult]) -> FileFix:
 
 # --- the command -----------------------------------------------------------------------------
 
-def _plural(count: int, word: str = "error") -> str:
+def _plural(count: int, word: str = "finding") -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
@@ -433,7 +433,7 @@ def unified_diff(fixes: Sequence[FileFix]) -> str:
 
 def _report_text(run, results, fixed_total: int, show_fixes: List[str], stream) -> None:
     """The normal report; the text formats count the fixes in their summary (ruff's
-    `Found N errors (M fixed, K remaining).`), the others leave the listing to stderr."""
+    `Found N findings (M fixed, K remaining: ...).`), the others leave the listing to stderr."""
     from torchlint.report import report
 
     name = run.args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
@@ -495,7 +495,9 @@ def run_fix_mode(run) -> int:
             if write and fix.changed:
                 fix = write_fix(fix, lambda: _lint_unfixed(path, data, rules))
             fixes.append(fix)
-    results = [fix.result for fix in fixes]
+    from torchlint.report import shown
+
+    results = shown(run, [fix.result for fix in fixes])  # fixes apply to every selected rule
     changed = any(fix.changed for fix in fixes)
     fixed_total = sum(sum(fix.fixed.values()) for fix in fixes if fix.changed or not write)
     if args.diff:
@@ -510,7 +512,7 @@ def run_fix_mode(run) -> int:
         if would:
             sys.stderr.write(f"Would fix {_plural(would)} ({remaining} remaining).\n")
         else:
-            sys.stderr.write("No errors would be fixed" + (f" ({remaining} remaining).\n" if remaining else ".\n"))
+            sys.stderr.write("No findings would be fixed" + (f" ({remaining} remaining).\n" if remaining else ".\n"))
         return _exit(run, results, changed)
     show = fix_summary(fixes) if args.show_fixes else []
     if run.stdin_source is not None:

@@ -9,6 +9,8 @@ flake8 applies `# noqa` itself, so rules run with `respect_noqa=False` (otherwis
 hide findings that `--disable-noqa` must show). Columns are 0-based here (flake8 adds 1), so the
 plugin and the CLI point at the same character. TL9xx diagnostics (parse failures) are left to
 flake8's own E999. No exception ever escapes `run()`: it would abort the whole flake8 run.
+flake8 has no severity: the code stays the code (so `--select`/`# noqa` work as for any plugin) and
+the severity word starts the message, as in torchlint's own output: `TL201 error: ...`.
 
 Rule selection follows `[tool.torchlint]` `select`/`ignore`/`per-file-ignores` of the nearest
 pyproject.toml (flake8's own `--select`/`--extend-ignore` then filter on top, as for any plugin).
@@ -61,7 +63,7 @@ class TorchLintChecker:
                 raise
             return
         for finding in findings:
-            yield finding.start.row, finding.start.column - 1, f"{finding.code} {finding.message}", type(self)
+            yield finding.start.row, finding.start.column - 1, f"{finding.code} {finding.severity.value}: {finding.message}", type(self)
 
     def _findings(self) -> list:
         from torchlint.engine import lint_text

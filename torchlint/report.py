@@ -9,6 +9,26 @@ from pathlib import Path
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
+def shown(run, results):
+    """`results` without the findings below `--min-severity` / `min-severity` (diagnostics are
+    errors: always shown). The report and the exit code see only what this keeps."""
+    from dataclasses import replace
+
+    level = getattr(run.args, "min_severity", None) or getattr(run.config, "min_severity", None)
+    if level is None:
+        return results
+    from torchlint.finding import Severity
+
+    limit = Severity.parse(level).rank
+    kept = [result if all(f.severity.rank <= limit for f in result.findings)
+            else replace(result, findings=[f for f in result.findings if f.severity.rank <= limit])
+            for result in results]
+    below = sum(len(r.findings) for r in results) - sum(len(r.findings) for r in kept)
+    if hasattr(run, "below_min_severity"):
+        run.below_min_severity = (Severity.parse(level).value, below)
+    return kept
+
+
 def report(run, results, fixed: int = 0, fix_listing=()) -> None:
     """Write the report in the chosen format; the text formats close with a summary that counts
     `fixed` findings and shows `fix_listing` (from `--fix` / `--show-fixes`)."""
@@ -22,6 +42,7 @@ def report(run, results, fixed: int = 0, fix_listing=()) -> None:
         "config": run.config,
         "fixed": fixed,
         "fix_listing": list(fix_listing),
+        "below_min_severity": getattr(run, "below_min_severity", ()),
     }
     if name == "full":
         options["sources"] = _sources(run, results)

@@ -1,5 +1,5 @@
-"""GitHub Actions workflow commands: one `::warning` (`::error` for TL9xx diagnostics) a finding,
-which GitHub shows as an annotation on the pull request's diff.
+"""GitHub Actions workflow commands: one a finding, `::error`, `::warning` or `::notice` after its
+severity (TL9xx diagnostics are errors), which GitHub shows as an annotation on the pull request's diff.
 
 `::warning file=F,line=L,col=C,endLine=..,endColumn=..,title=torchlint (TL001)::message`
 In the message `%`, CR and LF are escaped; in property values also `:` and `,`. `col` and
@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from typing import List, TextIO
 
-from torchlint.finding import FileResult, Finding
+from torchlint.finding import FileResult, Finding, Severity
+
+# GitHub's annotation levels are error, warning and notice.
+COMMANDS = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
 
 
 def escape_data(value: str) -> str:
@@ -23,7 +26,7 @@ def escape_property(value: str) -> str:
 
 
 def annotation(finding: Finding) -> str:
-    command = "error" if finding.is_diagnostic else "warning"
+    command = "error" if finding.is_diagnostic else COMMANDS[finding.severity]
     message = finding.message
     properties = [("file", finding.path)]
     if finding.cell is not None:

@@ -1,4 +1,6 @@
-"""The JSON report: an array of findings in a fixed schema other tools build on."""
+"""The JSON report: an array of findings in a fixed schema other tools build on.
+
+Each finding carries `severity` (`"error"`, `"warning"` or `"note"`); the array stays in path order."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ def finding_to_json(finding: Finding) -> dict:
     data = {
         "code": finding.code,
         "message": finding.message,
+        "severity": finding.severity.value,
         "filename": finding.path,
         "location": {"row": finding.start.row, "column": finding.start.column},
         "end_location": {"row": finding.end.row, "column": finding.end.column},

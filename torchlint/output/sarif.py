@@ -2,7 +2,8 @@
 
 One run; `tool.driver.rules[]` describes every rule (id, name, short and full description, help as
 text and Markdown, help URI) and every TL9xx diagnostic; each result has `ruleId`, `ruleIndex`,
-`level` ("warning", "error" for diagnostics), `message.text` and one physical location whose URI is
+`level` (the finding's severity: SARIF's "error", "warning" and "note" are torchlint's; diagnostics
+are errors), `message.text` and one physical location whose URI is
 relative to the project root (the directory of the pyproject.toml holding `[tool.torchlint]`, else
 the working directory) under `uriBaseId` `%SRCROOT%`, so paths are stable across checkouts. Regions
 are 1-based, `endColumn` one past the end, columns counted in Unicode code points. A notebook
@@ -46,7 +47,7 @@ def rule_descriptors() -> List[dict]:
             "fullDescription": {"text": _what_it_does(docs) or rule.summary},
             "help": {"text": docs, "markdown": docs},
             "helpUri": rule.url(),
-            "defaultConfiguration": {"level": "warning"},
+            "defaultConfiguration": {"level": rule.default_severity.value},
             "properties": {"fixAvailability": rule.fix_availability},
         })
     for code, name in sorted(diagnostics.ALL.items()):
@@ -86,7 +87,7 @@ def result_object(finding: Finding, index: Dict[str, int], root: Path) -> dict:
     }
     result = {
         "ruleId": finding.code,
-        "level": "error" if finding.is_diagnostic else "warning",
+        "level": "error" if finding.is_diagnostic else finding.severity.value,
         "message": {"text": finding.message},
         "locations": [{
             "physicalLocation": {"artifactLocation": artifact_uri(finding.path, root), "region": region},

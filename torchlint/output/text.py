@@ -1,11 +1,17 @@
-"""Human-readable reports: `concise` (one line a finding, ruff style) and `full` (with source)."""
+"""Human-readable reports: `concise` (one line a finding, ruff style) and `full` (with source).
+
+Each line names the finding's severity after its code (`path:4:5: TL201 [*] error: message`), and
+the findings are listed errors first: sorted by severity over the whole run, then by path, cell,
+line and column, so that what crashes is read before what is old-fashioned. The summary counts
+findings by severity (`Found 55 findings: 3 errors, 12 warnings, 40 notes.`).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import List, TextIO
 
-from torchlint.finding import FileResult, Finding
+from torchlint.finding import FileResult, Finding, Severity
 
 
 def location(finding: Finding) -> str:
@@ -15,16 +21,32 @@ def location(finding: Finding) -> str:
 
 def line(finding: Finding) -> str:
     marker = " [*]" if finding.fixable else ""
-    return f"{location(finding)}: {finding.code}{marker} {finding.message}"
+    return f"{location(finding)}: {finding.code}{marker} {finding.severity.value}: {finding.message}"
 
 
 def all_findings(results: List[FileResult]) -> List[Finding]:
     return [finding for result in results for finding in result.findings]
 
 
+def by_severity(findings: List[Finding]) -> List[Finding]:
+    """Errors first, then warnings, then notes; within a severity in the run's path order (stable)."""
+    return sorted(findings, key=lambda finding: finding.severity.rank)
+
+
+def _count(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def severity_counts(findings: List[Finding]) -> str:
+    """`3 errors, 12 warnings, 40 notes` (severities with no finding left out)."""
+    counts = Counter(finding.severity for finding in findings)
+    return ", ".join(_count(counts[level], level.value) for level in Severity if counts[level])
+
+
 def summary(findings: List[Finding], options: dict) -> List[str]:
     """The closing lines. Under `--fix`, `options["fixed"]` counts what was fixed (ruff's
-    `Found N errors (M fixed, K remaining).`) and `options["fix_listing"]` lists it."""
+    `Found N errors (M fixed, K remaining).`, here `Found N findings (M fixed, K remaining: 1 error,
+    ...)` since "error" is a severity) and `options["fix_listing"]` lists it."""
     lints = [f for f in findings if not f.is_diagnostic]
     fixed = options.get("fixed", 0)
     lines = list(options.get("fix_listing") or ())
@@ -32,11 +54,13 @@ def summary(findings: List[Finding], options: dict) -> List[str]:
         lines = [""] + lines + [""]
     if fixed:
         count = len(lints)
-        lines.append(f"Found {_errors(fixed + count)} ({fixed} fixed, {count} remaining).")
+        remaining = f"{count} remaining: {severity_counts(lints)}" if count else "0 remaining"
+        lines.append(f"Found {_count(fixed + count, 'finding')} ({fixed} fixed, {remaining}).")
     elif lints:
-        lines.append(f"Found {_errors(len(lints))}.")
+        lines.append(f"Found {_count(len(lints), 'finding')}: {severity_counts(lints)}.")
     elif not options.get("quiet"):
-        lines.append("All checks passed!")
+        level, below = options.get("below_min_severity") or ("", 0)
+        lines.append(f"No findings of severity {level} or above." if below else "All checks passed!")
     if lints:
         fixable = sum(1 for f in lints if f.fix is not None and
                       (f.fix.applicability.value == "safe" or options.get("unsafe_fixes")))
@@ -47,14 +71,13 @@ def summary(findings: List[Finding], options: dict) -> List[str]:
         if hidden:
             lines.append(f"{hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the "
                          "`--unsafe-fixes` option.")
+    level, below = options.get("below_min_severity") or ("", 0)
+    if below and not options.get("quiet"):
+        lines.append(f"{_count(below, 'finding')} less severe than {level} not shown (--min-severity).")
     problems = len(findings) - len(lints)
     if problems:
         lines.append(f"{problems} file{'s' if problems != 1 else ''} could not be fully checked (TL9xx).")
     return lines
-
-
-def _errors(count: int) -> str:
-    return f"{count} error{'s' if count != 1 else ''}"
 
 
 def write_statistics(findings: List[Finding], stream: TextIO) -> None:
@@ -67,7 +90,7 @@ def write_statistics(findings: List[Finding], stream: TextIO) -> None:
 
 def write_concise(results: List[FileResult], stream: TextIO, options: dict) -> None:
     findings = all_findings(results)
-    for finding in findings:
+    for finding in by_severity(findings):
         stream.write(line(finding) + "\n")
     if options.get("statistics"):
         write_statistics(findings, stream)
@@ -78,7 +101,7 @@ def write_concise(results: List[FileResult], stream: TextIO, options: dict) -> N
 def write_full(results: List[FileResult], stream: TextIO, options: dict) -> None:
     sources = options.get("sources", {})
     findings = all_findings(results)
-    for finding in findings:
+    for finding in by_severity(findings):
         stream.write(line(finding) + "\n")
         text = sources.get((finding.path, finding.cell))
         if text is not None:

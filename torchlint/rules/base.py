@@ -103,6 +103,9 @@ class Rule:
     fix_availability: ClassVar[str] = "none"  # "none", "sometimes", "always"
     # The severity of a finding whose report names none (see `Severity`).
     default_severity: ClassVar[Severity] = Severity.WARNING
+    # Markdown for `torchlint rule CODE`'s "## Severity" section: when a finding is an error and
+    # when it is less. Empty: one sentence derived from `default_severity` (`severity_text()`).
+    severity_docs: ClassVar[str] = ""
     # The rule can only fire on a file containing one of these strings (soundly: every finding
     # of the rule needs one of them in the source). Used to skip the parse.
     triggers: ClassVar[Tuple[str, ...]] = ()
@@ -114,7 +117,28 @@ class Rule:
         raise NotImplementedError
 
     @classmethod
+    def severity_text(cls) -> str:
+        """The "## Severity" section's text: `severity_docs`, else the section written in `docs`,
+        else what `default_severity` means."""
+        if cls.severity_docs:
+            return cls.severity_docs.strip()
+        docs = "\n" + getattr(cls, "docs", "")
+        if "\n## Severity\n" in docs:
+            return docs.split("\n## Severity\n", 1)[1].split("\n## ", 1)[0].strip()
+        return _DEFAULT_SEVERITY_DOCS[cls.default_severity]
+
+    @classmethod
     def url(cls) -> str:
         """The rule's source on GitHub: its docs and matcher live in that one file."""
         module = cls.__module__.rsplit(".", 1)[-1]
         return f"https://github.com/torchlint/torchlint/blob/main/torchlint/rules/{module}.py"
+
+
+_DEFAULT_SEVERITY_DOCS = {
+    Severity.ERROR: "Findings of this rule are errors: the program crashes, or trains or evaluates wrongly, "
+                    "on the current PyTorch.",
+    Severity.WARNING: "Findings of this rule are warnings: the harm depends on the scale or the data "
+                      "(memory per batch, shapes that occur only sometimes).",
+    Severity.NOTE: "Findings of this rule are notes: hygiene with no effect on the results today "
+                   "(a deprecated spelling that still works).",
+}

@@ -48,6 +48,12 @@ def _status_word(result: Result) -> str:
     return "" if result.status == FOUND_BY_RUN else f"{result.status} "
 
 
+def _severity(result: Result) -> Optional[str]:
+    """The static finding's severity (`error`, `warning`, `note`); None for what only the run found."""
+    severity = getattr(getattr(result.static, "finding", None), "severity", None)
+    return severity.value if severity is not None else None
+
+
 # -- text -------------------------------------------------------------------------------------------
 
 def write_text(report: RunReport, stream: TextIO, options: dict) -> None:
@@ -68,7 +74,8 @@ def write_text(report: RunReport, stream: TextIO, options: dict) -> None:
         prefix = "  " if grouped else ""
         where = f"{result.line}{':' + str(result.column) if result.column else ''}" if grouped else _where(result)
         origin = " (found by the run)" if result.status == FOUND_BY_RUN else ""
-        write(f"{prefix}{where}: {result.code} {_status_word(result)}{result.message}{origin}\n")
+        severity = f"{_severity(result)}: " if _severity(result) else ""  # `TL002 CONFIRMED error: ...`
+        write(f"{prefix}{where}: {result.code} {_status_word(result)}{severity}{result.message}{origin}\n")
         if result.evidence:
             count = result.observation.count if result.observation is not None else 1
             repeat = f" (×{count})" if count > 1 else ""
@@ -155,6 +162,7 @@ def result_json(result: Result) -> dict:
         "code": result.code,
         "title": signatures.title(result.code),
         "status": result.status,
+        "severity": _severity(result),
         "filename": display_path(result.path),
         "location": {"row": result.line, "column": result.column},
         "message": result.message,
@@ -239,7 +247,8 @@ def write_sarif(report: RunReport, stream: TextIO, options: dict) -> None:
                 "artifactLocation": artifact_uri(result.path, root),
                 "region": {"startLine": result.line, **({"startColumn": result.column} if result.column else {})},
             }}],
-            "properties": {"status": result.status, "evidence": result.evidence or None},
+            "properties": {"status": result.status, "severity": _severity(result),
+                           "evidence": result.evidence or None},
         }
         if result.code in index:
             item["ruleIndex"] = index[result.code]
