@@ -18,7 +18,6 @@ from torchlint.verify.case import Case
 from torchlint.verify.cases import all_cases, case_modules
 from torchlint.verify.claims import all_claims
 from torchlint.verify.probes import PROBES
-from torchlint.verify.runner import missing_requirements
 
 ROOT = Path(__file__).resolve().parent.parent
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -294,7 +294,7 @@ def _decide_api_change(row: dict) -> bool:
     """An API-change entry's verdict where it differs from a rule case's: the entry's claim not
     seen on this torch is REFUTED (and fails the run); a source-checked entry whose static half
     holds is SOURCE-CHECKED. False: decide as for any rule case."""
-    bad, good, static_result = row["bad"], row["good"], row["static"]
+    bad, static_result = row["bad"], row["static"]
     if row.get("checked") == "source":
         if static_result["status"] == static.MISMATCH:
             return False
