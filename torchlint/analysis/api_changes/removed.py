@@ -234,7 +234,7 @@ CHANGES: List[ApiChange] = [
     ApiChange(
         api="torchtext.data.Field", kind=FUNCTION, outcome=RAISES, deprecated_in="0.8", changed_in="0.9",
         error=("ImportError: cannot import name 'Field' from 'torchtext.data' "
-               f"(read as `data.Field`: AttributeError)"),
+               "(read as `data.Field`: AttributeError)"),
         replacement="torchtext's datasets and `torchtext.vocab` with a DataLoader (torchtext.legacy.data.Field "
                     "existed in 0.9-0.11 only)",
         check=Check(snippet="import torch\nfrom torchtext.data import Field\n",
@@ -247,7 +247,7 @@ CHANGES: List[ApiChange] = [
     ApiChange(
         api="torchtext.data.BucketIterator", kind=FUNCTION, outcome=RAISES, deprecated_in="0.8", changed_in="0.9",
         error=("ImportError: cannot import name 'BucketIterator' from 'torchtext.data' "
-               f"(read as `data.BucketIterator`: AttributeError)"),
+               "(read as `data.BucketIterator`: AttributeError)"),
         replacement="a `torch.utils.data.DataLoader` with a `collate_fn` that pads",
         check=Check(snippet="import torch\nfrom torchtext.data import BucketIterator\n",
                     replacement_snippet="import torch\nfrom torch.utils.data import DataLoader\n",
@@ -257,7 +257,7 @@ CHANGES: List[ApiChange] = [
     ApiChange(
         api="torchtext.data.TabularDataset", kind=FUNCTION, outcome=RAISES, deprecated_in="0.8", changed_in="0.9",
         error=("ImportError: cannot import name 'TabularDataset' from 'torchtext.data' "
-               f"(read as `data.TabularDataset`: AttributeError)"),
+               "(read as `data.TabularDataset`: AttributeError)"),
         replacement="a `torch.utils.data.Dataset` over the rows (csv / pandas)",
         check=Check(snippet="import torch\nfrom torchtext.data import TabularDataset\n",
                     replacement_snippet="import torch\nfrom torch.utils.data import Dataset\n",
