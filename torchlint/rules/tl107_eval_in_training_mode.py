@@ -53,7 +53,11 @@ whose loop computes no metric (`==`, `argmax`, `max`, `topk`, `eq`) and no loss.
 Second, a plain `model.eval()` statement in the body of a loop that also trains (a backward
 call in the loop, and an optimizer of the file built over `model.parameters()`) when nothing in
 the loop ever calls `.train()`: the first iteration trains in training mode, every later one in
-eval mode.
+eval mode. The same for a validation every k batches (`if i % 100 == 99: model.eval();
+validate(model, val_loader)`) where `.train()` is called only at the top of the epoch: after the
+first validation the rest of the epoch trains in eval mode. A same-file validation function that
+calls `.train()` at its end silences it; a function the analysis cannot follow, or a test that is
+not periodic (`if i == len(loader) - 1:`, after which nothing trains), does too.
 
 ## Why is this bad?
 `no_grad` turns autograd off but leaves the module in training mode: Dropout keeps zeroing
@@ -152,8 +156,11 @@ in eval mode afterwards, so later code that expected training mode must call `mo
         if not loops or not isinstance(line, cst.SimpleStatementLine):
             return
         loop = loops[0]
-        if sem.parent(line) is not loop.body or not sem.is_expression_statement(node):
-            return  # only a plain `model.eval()` directly in the loop body
+        if not sem.is_expression_statement(node):
+            return
+        periodic = sem.parent(line) is not loop.body
+        if periodic and not _under_periodic_test(sem, line, loop):
+            return  # only a plain `model.eval()` in the loop body, or one under `if i % k == ...:`
         if not evaluation.has_backward(sem, loop):
             return
         for call in sem.calls_under(loop):
@@ -161,7 +168,7 @@ in eval mode afterwards, so later code that expected training mode must call `mo
                                               and not evaluation.same_spelling(call.func.value, receiver)):
                 return
             if any(isinstance(a.value, cst.Name) and a.value.value == receiver.value for a in call.args) \
-                    and not sem.is_torch(call, "torch.*"):
+                    and not sem.is_torch(call, "torch.*") and not _sees_every_mode_switch(sem, call, loop):
                 return  # handed to a function that may switch modes
         for attribute in sem.index.nodes(cst.Attribute):
             if attribute.attr.value == "training" and isinstance(sem.parent(attribute), cst.AssignTarget):
@@ -171,13 +178,61 @@ in eval mode afterwards, so later code that expected training mode must call `mo
         layer = evaluation.stochastic_layer_of(sem, receiver)
         if layer is None:
             return
+        when = ("after the first periodic validation, every later batch trains in eval mode"
+                if periodic else "from the second iteration on, training runs in eval mode")
         ctx.report(
             node,
-            f"`{receiver.value}.eval()` in a loop that also trains is never undone: from the second "
-            f"iteration on, training runs in eval mode ({layer}: {_frozen(layer)}); call "
-            f"`{receiver.value}.train()` before the training steps",
+            f"`{receiver.value}.eval()` in a loop that also trains is never undone: {when} "
+            f"({layer}: {_frozen(layer)}); call `{receiver.value}.train()` after the evaluation, "
+            f"before the training steps",
             severity=Severity.ERROR,  # every later epoch trains in the wrong mode
         )
+
+
+def _under_periodic_test(sem: Semantic, line: cst.CSTNode, loop: cst.CSTNode) -> bool:
+    """`line` sits, within `loop`'s body and no deeper loop, under `if <...> % <...> ...:` (a
+    validation every k batches: later iterations of the loop train again). A test like
+    `epoch == epochs - 1` is not periodic: nothing trains after it."""
+    for ancestor in sem.ancestors(line):
+        if ancestor is loop:
+            return False
+        if isinstance(ancestor, cst.If) and sem.parent(line) is not None and _has_modulo(sem, ancestor.test):
+            return _in_body(sem, line, ancestor)
+    return False
+
+
+def _has_modulo(sem: Semantic, test: cst.BaseExpression) -> bool:
+    return any(isinstance(op.operator, cst.Modulo) for op in sem.index.descendants(test, cst.BinaryOperation)) \
+        or (isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo))
+
+
+def _in_body(sem: Semantic, line: cst.CSTNode, branch: cst.If) -> bool:
+    return any(ancestor is branch.body for ancestor in sem.ancestors(line))
+
+
+def _sees_every_mode_switch(sem: Semantic, call: cst.Call, loop: cst.CSTNode) -> bool:
+    """`call` is a same-file function (`validate(model, loader)`) whose own calls the loop's
+    `calls_under` already holds, so a `.train()` in it would have been seen; and it hands none of
+    its parameters to a function the analysis cannot follow (which could switch modes)."""
+    targets = sem.resolve_local_function(call, loop)
+    if not targets:
+        return False
+    for function in targets:
+        parameters = {param.name.value for param in function.params.params}
+        for inner in sem.calls_under(function):
+            if sem.resolve_local_function(inner, function) or sem.is_torch(inner, "torch.*"):
+                continue
+            if isinstance(inner.func, cst.Name) and inner.func.value in _PLAIN_BUILTINS:
+                continue
+            if isinstance(inner.func, cst.Name) and inner.func.value in parameters:
+                continue  # the model itself called on a batch
+            if any(isinstance(a.value, cst.Name) and a.value.value in parameters for a in inner.args):
+                return False
+    return True
+
+
+_PLAIN_BUILTINS = frozenset("print len sum min max abs round float int str format enumerate zip range "
+                            "iter next isinstance sorted list tuple dict set".split())
 
 
 # What the layer description names (`Dropout`, `BatchNorm2d in `Net``, `resnet18 (BatchNorm/Dropout)`).
