@@ -51,6 +51,8 @@ _MAX_CONTEXTS = 8  # distinct argument values per function before its calls shar
 _MAX_NESTED_CALLS = 6  # interpreted calls inside interpreted calls; deeper ones share one summary
 _OPTIMIZER_NAME = __import__("re").compile(r"^(?:\w+_)?(?:opt|optim|optimizer|optimiser)(?:_\w+|\d+)?$")
 _SCALER_NAME = __import__("re").compile(r"scaler", __import__("re").IGNORECASE)
+# Libraries whose classes the analysis knows (an instance of a subclass of theirs is understood).
+_SEEN_LIBRARIES = frozenset({"torch", "torchvision", "abc", "typing", "enum", "dataclasses", "collections"})
 _MODEL_NAMES = frozenset({"model", "net", "network", "classifier"})
 _ENTRY_METHODS = frozenset({"forward", "training_step", "validation_step", "test_step", "predict_step",
                             "__call__", "step"})
@@ -619,10 +621,14 @@ class Values(TorchSemantics):
             if definition.path is None:
                 return Value(CONTAINER, AG_NONE, element=self._iterate(value))
             value = self._element_at(value, definition.path)
-            if value.kind in (UNKNOWN, INPUT) and self._backpropagated(definition):
-                # `loss = outputs.loss; loss.backward()`: whatever it is, it is a loss that
-                # requires grad (a leaf or a result).
-                return Value(LOSS, AG_REQUIRES, LAYOUT_CONTIGUOUS, site=definition.value)
+            if value.kind in (UNKNOWN, INPUT, TENSOR, LOSS) and not value.requires_grad \
+                    and self._backpropagated(definition):
+                # `loss = outputs.loss; loss.backward()`: whatever the analysis makes of where it
+                # came from (an imported model's output looks graph-free only because the model
+                # is not seen), a value a backward pass runs on is a loss that requires grad.
+                if value.kind in (UNKNOWN, INPUT):
+                    return Value(LOSS, AG_REQUIRES, LAYOUT_CONTIGUOUS, site=definition.value)
+                return value.but(kind=LOSS, autograd=AG_REQUIRES)
             return value
         if kind == "for":
             element = self._iterate(self.value(definition.value, frame))
@@ -1257,7 +1263,21 @@ class Values(TorchSemantics):
             return Value(MODULE, AG_NONE, module=ModuleInfo(klass=klass), site=site, dtype="float32")
         if any(self._is_base(base.value, api.OPTIMIZER_BASES) for base in klass.bases):
             return Value(OPTIMIZER, AG_NONE, site=site, detail=klass)
-        return Value(INSTANCE, AG_NONE, detail=klass, site=site)
+        # An instance of a class with a base the analysis cannot see (`class Net(Base)`, `Base`
+        # imported) is not certainly free of a graph: it may be a tensor subclass or hold one.
+        autograd = AG_UNKNOWN if self._has_unseen_base(klass) else AG_NONE
+        return Value(INSTANCE, autograd, detail=klass, site=site)
+
+    def _has_unseen_base(self, klass: cst.ClassDef) -> bool:
+        for each in self._mro(klass):
+            for base in each.bases:
+                if type(base.value) is cst.Name and (base.value.value == "object" or self._classes_named(base.value.value)):
+                    continue
+                qualified = self.sem.qualified_name(base.value)
+                if qualified is not None and qualified.split(".")[0] in _SEEN_LIBRARIES:
+                    continue
+                return True
+        return False
 
     def _class_stochastic(self, klass: cst.ClassDef) -> Optional[str]:
         key = ("stochastic", id(klass))

@@ -29,6 +29,8 @@ from torchlint.analysis.value import (
 )
 
 _NON_DIM_KEYWORDS = ("dtype", "keepdim", "out")
+# Kinds that certainly are not tensors (nor hold one): they never carry a graph into a result.
+_NOT_TENSORS = frozenset({NUMBER, STRING, NONE, DTYPE, DEVICE, BOTTOM})
 
 class TorchSemantics:
     """The values torch's API returns (see the module docstring)."""
@@ -37,7 +39,7 @@ class TorchSemantics:
         mode = self.grad_mode(node, frame)
         if not differentiable or mode == GRAD_OFF:
             return AG_NONE
-        tensors = [v for v in inputs if v.kind not in (NUMBER, STRING, NONE, DTYPE, DEVICE, BOTTOM)]
+        tensors = [v for v in inputs if v.kind not in _NOT_TENSORS]
         if not tensors:
             return AG_NONE
         if any(v.requires_grad for v in tensors):
@@ -377,7 +379,9 @@ class TorchSemantics:
         if mode == GRAD_OFF:
             autograd = AG_NONE
         else:
-            inputs = [t for t in tensors if t.kind in TENSOR_KINDS or t.kind == INPUT]
+            # Every operand that may be a tensor counts: one the analysis cannot see (the output
+            # of an imported model) may carry a graph, so it never makes the loss graph-free.
+            inputs = [t for t in tensors if t.kind not in _NOT_TENSORS]
             if inputs and all(t.autograd == AG_NONE for t in inputs):
                 autograd = AG_NONE
             else:
