@@ -411,6 +411,8 @@ class Values(TorchSemantics):
             return UNKNOWN_VALUE
         if not defs:
             return self._outer_name(node, frame)
+        if all(d.kind == "import" for d in defs):
+            return self._imported_value(node)
         value = join_all(self.definition_value(d, frame) for d in defs)
         if value.kind == UNKNOWN and len(defs) > 1:
             value = self._loss_after_numeric_start(defs, frame, value)
@@ -574,7 +576,7 @@ class Values(TorchSemantics):
             return UNKNOWN_VALUE
         scope, bindings = found
         if any(b.kind == "import" for b in bindings):
-            return UNKNOWN_VALUE  # modules are resolved by their qualified names
+            return self._imported_value(node)  # modules are resolved by their qualified names
         if type(scope) is cst.Module and not self._module_statements().get((id(None), spelled)):
             at_calls = self._global_at_calls(node, spelled)
             if at_calls is not None:
@@ -1060,6 +1062,8 @@ class Values(TorchSemantics):
     # -- attributes ----------------------------------------------------------------------------
     def _attribute(self, node: cst.Attribute, frame: Frame) -> Value:
         qualified = self.sem.qualified_name(node)
+        if qualified is None and self.sem.project is not None and self.scopes.relative_imports:
+            qualified = self.scopes.import_name(node)
         if qualified is not None:
             return self._constant(qualified, node)
         attr = node.attr.value
@@ -1150,7 +1154,56 @@ class Values(TorchSemantics):
         member = api.torch_member(qualified)
         if qualified.startswith("torch.") and qualified.count(".") == 1 and api.is_dtype_name(member):
             return Value(DTYPE, AG_NONE, detail=member)
+        return self._project_value(qualified)
+
+    # -- names from the user's other files (`torchlint.analysis.project`) ----------------------
+    def _project_fact(self, qualified: str):
+        project = self.sem.project
+        if project is None or qualified.startswith(("torch.", "torchvision.")):
+            return None
+        return project.fact(qualified)
+
+    def _imported_value(self, node: cst.Name) -> Value:
+        if self.sem.project is None:
+            return UNKNOWN_VALUE
+        qualified = self.scopes.import_name(node)
+        return UNKNOWN_VALUE if qualified is None else self._project_value(qualified)
+
+    def _project_value(self, qualified: str) -> Value:
+        """`device` after `from config import device`: the value config.py gives it."""
+        fact = self._project_fact(qualified)
+        if fact is not None and fact.kind == "value":
+            return fact.value
         return UNKNOWN_VALUE
+
+    def _project_call(self, fact, call: cst.Call, frame: Frame) -> Value:
+        """`Net()`, `build_model()`, `to_tokens(x)` of another project file: an instance with
+        the class's facts, or what the function returns with generic arguments, its graph decided
+        here (the grad mode of this call and what goes in)."""
+        if fact.kind == "module class":
+            return fact.value.but(site=call)
+        if fact.kind != "function":
+            return Value(UNKNOWN, site=call)
+        result = fact.value
+        if result.kind == MODULE:
+            return result.but(site=call)
+        if result.kind not in TENSOR_KINDS:
+            return Value(UNKNOWN, site=call) if result.kind in (UNKNOWN, INPUT) else result
+        inputs = [self.value(a.value, frame) for a in call.args if not a.star]
+        layout = result.layout
+        if layout.state == PERMUTED and not all(
+                v.layout.state == CONTIGUOUS for v in inputs if v.kind in TENSOR_KINDS or v.kind == INPUT):
+            layout = LAYOUT_NOT_KNOWN  # what it permutes may come in permuted already
+        if self.grad_mode(call, frame) == GRAD_OFF or result.autograd == AG_NONE:
+            autograd = AG_NONE  # made under no_grad here, or there (a feature extractor), or detached
+        elif result.requires_grad:
+            autograd = AG_GRAPH
+        else:
+            autograd = self._result_autograd(inputs, call, frame) if inputs else AG_UNKNOWN
+            if autograd == AG_NONE:
+                autograd = AG_UNKNOWN  # it may use a model of its own
+        device = result.device if result.device is not None else None
+        return result.but(autograd=autograd, layout=layout, device=device, site=call, alias=None)
 
     def _compute_class_attribute(self, klass: cst.ClassDef, name: str) -> Value:
         writes = self.attribute_writes(klass, name)
@@ -1453,7 +1506,12 @@ class Values(TorchSemantics):
         kind = type(func)
         if kind is cst.Name or kind is cst.Attribute:
             qualified = self.sem.qualified_name(func)
+            if qualified is None and self.sem.project is not None and self.scopes.relative_imports:
+                qualified = self.scopes.import_name(func)  # `from .layers import PatchEmbed`
             if qualified is not None:
+                fact = self._project_fact(qualified)
+                if fact is not None:
+                    return self._project_call(fact, call, frame)
                 return self._library_call(qualified, call, frame)
         if kind is cst.Name:
             builtin = self._builtin_call(func.value, call, frame)

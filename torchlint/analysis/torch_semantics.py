@@ -458,6 +458,14 @@ class TorchSemantics:
         layout = LAYOUT_CONTIGUOUS
         if first.layout.state in (PERMUTED, MAYBE_PERMUTED) and (member is None or member in api.LAYOUT_KEEPING_MODULES):
             layout = LAYOUT_MAYBE
+        if info is not None and info.output is not None:
+            # A class of another project file: its forward's layout (a ViT patch embedding's
+            # `x.flatten(2).transpose(1, 2)`), when what goes in is laid out in order.
+            if info.output.layout.state != PERMUTED or all(
+                    v.layout.state == CONTIGUOUS for v in inputs if v.kind in TENSOR_KINDS or v.kind == INPUT):
+                layout = info.output.layout if info.output.layout.state != LAYOUT_NOT_KNOWN.state else LAYOUT_MAYBE
+            else:
+                layout = LAYOUT_NOT_KNOWN
         activation = (info.activation, call) if info is not None and info.activation else None
         out = Value(TENSOR, autograd, layout, device=module.device or _common_device(inputs), activation=activation)
         if member in api.RECURRENT:
