@@ -95,6 +95,9 @@ def lint_text(
             parsed = parse(text, path)
             return parsed if isinstance(parsed, FileResult) else result
     recovery = None
+    shared = project.shared_semantic(path, text) if module is None else None
+    if shared is not None:
+        module = shared.module  # parsed already in this process, as a module another file imports
     if module is None:
         parsed = parse(text, path)
         if isinstance(parsed, FileResult):
@@ -106,7 +109,11 @@ def lint_text(
             parsed = recovered
         module = parsed
     try:
-        semantic = Semantic(module, path=path, project=project.for_file(path, module))
+        semantic = shared
+        if semantic is None:
+            semantic = Semantic(module, path=path, project=project.for_file(path, module))
+            if recovery is None:
+                project.remember(path, text, semantic)
     except RecursionError:
         return diagnostics.failure(path, diagnostics.TOO_COMPLEX, "nesting too deep to analyse")
     linted = text if recovery is None else recovery.text

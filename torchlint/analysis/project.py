@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections import OrderedDict
 from typing import Dict, List, Optional, Tuple
 
 import libcst as cst
@@ -96,30 +97,32 @@ class _Parsed:
         self.error = error
 
 
-# One per process: every project file parsed and summarised once, whatever file imports it.
-_PARSED: Dict[str, _Parsed] = {}
+# One per process: every project file parsed and summarised once, whatever file imports it (the
+# most recent MAX_KEPT, so that a run over a large tree holds a bounded number of trees).
+_PARSED: "OrderedDict[str, _Parsed]" = OrderedDict()
+MAX_KEPT = 64
 _SUMMARISING: set = set()
 
 
+def text_digest(text: str) -> str:
+    """The content hash of a source text (what cached results and shared parses compare)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
 def _read(path: str) -> Optional[_Parsed]:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
+    found = _text_of(path)
+    if found is None:
         return None
-    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
-    stat = os.stat(path)
-    _TEXTS[path] = (stat.st_mtime_ns, stat.st_size, data.decode("utf-8", "replace"), digest)
+    text, digest = found
     known = _PARSED.get(path)
-    if known is not None and known.digest == digest:
+    if known is not None and known.digest == digest and _fresh(known):
+        _PARSED.move_to_end(path)
         return known
     parsed = _Parsed(path, digest, None, None)
-    _PARSED[path] = parsed
+    _keep(path, parsed)
     try:
         from torchlint import parsing
-        from torchlint.source import decode_source
 
-        text = decode_source(data).text
         module = parsing.parse_module(text)
     except Exception as error:  # a sibling that does not parse is unknown, never a crash
         parsed.error = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -128,6 +131,42 @@ def _read(path: str) -> Optional[_Parsed]:
 
     parsed.semantic = Semantic(module, path=path, project=FileProject(path, _root_for(path), module))
     return parsed
+
+
+def _keep(path: str, parsed: _Parsed) -> None:
+    _PARSED[path] = parsed
+    _PARSED.move_to_end(path)
+    while len(_PARSED) > MAX_KEPT:
+        _PARSED.popitem(last=False)
+
+
+def shared_semantic(path: Optional[str], text: str):
+    """The semantic model of the file at `path` when this process has already built it for
+    `text` (a project module another file imported): the engine lints it without parsing again."""
+    if not path or not path.endswith(".py") or not enabled():
+        return None
+    known = _PARSED.get(os.path.abspath(path))
+    if known is None or known.semantic is None or known.digest != text_digest(text) or not _fresh(known):
+        return None
+    return known.semantic
+
+
+def _fresh(parsed: _Parsed) -> bool:
+    """Whether the project files a kept model read are unchanged (its facts still hold)."""
+    project = parsed.semantic.project if parsed.semantic is not None else None
+    if project is None or not project.read:
+        return True
+    return all(digest_of(file) == digest for file, digest in project.read.items())
+
+
+def remember(path: Optional[str], text: str, semantic) -> None:
+    """Keep the engine's semantic model of a linted file, so a file linted later that imports
+    it does not parse it again (each file parsed once per process)."""
+    if not path or not path.endswith(".py") or semantic.project is None:
+        return
+    absolute = os.path.abspath(path)
+    parsed = _Parsed(absolute, text_digest(text), semantic, None)
+    _keep(absolute, parsed)
 
 
 _ROOTS: Dict[str, str] = {}
@@ -456,8 +495,13 @@ def _text_of(path: str) -> Optional[Tuple[str, str]]:
             data = handle.read()
     except OSError:
         return None
-    text = data.decode("utf-8", "replace")
-    digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+    try:
+        from torchlint.source import decode_source
+
+        text = decode_source(data).text
+    except Exception:
+        text = data.decode("utf-8", "replace")
+    digest = text_digest(text)
     _TEXTS[path] = (stat.st_mtime_ns, stat.st_size, text, digest)
     return text, digest
 
