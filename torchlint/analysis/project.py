@@ -87,7 +87,7 @@ class Fact:
 
 
 class _Parsed:
-    __slots__ = ("path", "digest", "semantic", "names", "error")
+    __slots__ = ("path", "digest", "semantic", "names", "error", "lines", "text")
 
     def __init__(self, path: str, digest: str, semantic, error: Optional[str]) -> None:
         self.path = path
@@ -95,6 +95,8 @@ class _Parsed:
         self.semantic = semantic
         self.names: Dict[str, Optional[Fact]] = {}
         self.error = error
+        self.lines: Optional[Dict[str, int]] = None
+        self.text = ""
 
 
 # One per process: every project file parsed and summarised once, whatever file imports it (the
@@ -119,6 +121,7 @@ def _read(path: str) -> Optional[_Parsed]:
         _PARSED.move_to_end(path)
         return known
     parsed = _Parsed(path, digest, None, None)
+    parsed.text = text
     _keep(path, parsed)
     try:
         from torchlint import parsing
@@ -166,6 +169,7 @@ def remember(path: Optional[str], text: str, semantic) -> None:
         return
     absolute = os.path.abspath(path)
     parsed = _Parsed(absolute, text_digest(text), semantic, None)
+    parsed.text = text
     _keep(absolute, parsed)
 
 
@@ -368,7 +372,7 @@ def _summarise(parsed: _Parsed, name: str, asker: FileProject, depth: int) -> Op
         return None
     if type(definition) is tuple:
         return project._fact(definition[1], depth + 1)
-    line, column = _position(sem, definition)
+    line, column = _top_level_line(parsed, name), 1
     origin = f"{where}:{line}"
     location = (parsed.path, line, column)
     values = sem.values
@@ -427,6 +431,24 @@ def _dotted(node) -> Optional[str]:
 def _assigns(statement, name: str) -> bool:
     targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]
     return any(type(t) is cst.Name and t.value == name for t in targets)
+
+
+_TOP_LEVEL = __import__("re").compile(
+    r"^(?:(?:async[ \t]+)?def[ \t]+(\w+)|class[ \t]+(\w+)|(\w+)[ \t]*(?::[^=\n]*)?=(?!=))", __import__("re").M)
+
+
+def _top_level_line(parsed: _Parsed, name: str) -> int:
+    """The line of the last top-level `def`/`class`/assignment of `name` (what an import of it
+    gets), from the text: no code generation for a position."""
+    lines = parsed.lines
+    if lines is None:
+        lines = {}
+        code = parsed.text  # the module's own text: `Module.code` would generate it again
+        for match in _TOP_LEVEL.finditer(code):
+            spelled = match.group(1) or match.group(2) or match.group(3)
+            lines[spelled] = code.count("\n", 0, match.start()) + 1
+        parsed.lines = lines
+    return lines.get(name, 1)
 
 
 def _position(sem, node: cst.CSTNode) -> Tuple[int, int]:
