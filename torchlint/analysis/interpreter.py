@@ -37,7 +37,7 @@ from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.shapes import Dim
 from torchlint.analysis.torch_semantics import TorchSemantics, _int, _keyword, _looks_like_a_tensor_call, string_text
 from torchlint.analysis.value import (
-    AG_GRAPH, AG_LEAF, AG_MAYBE, AG_NONE, AG_REQUIRES, AG_UNKNOWN, BATCH, BOTTOM, BOTTOM_VALUE, CLASS,
+    AG_GRAPH, AG_LEAF, AG_MAYBE, AG_NONE, AG_REQUIRES, AG_UNKNOWN, BATCH, BOTTOM, BOTTOM_VALUE, CLASS, CUDA,
     CONTAINER, CONTIGUOUS, CRITERION, DEVICE, DTYPE, FUNCTION, HOST, INPUT, INSTANCE, LAYOUT_CONTIGUOUS,
     LAYOUT_NOT_KNOWN, LOADER, LOSS, MODULE, NONE_VALUE, NUMBER, NUMBER_VALUE, OPTIMIZER, PARAMETER, PERMUTED,
     STRING, STRING_VALUE, TENSOR, TENSOR_KINDS, UNKNOWN, UNKNOWN_VALUE, Device, Layout, ModuleInfo, Value,
@@ -1185,6 +1185,10 @@ class Values(TorchSemantics):
         if fact.kind != "function":
             return Value(UNKNOWN, site=call)
         result = fact.value
+        if result.device is not None and result.device.where not in (HOST, CUDA):
+            # `x.to(device)` with the other function's own `device` parameter: its spelling
+            # names nothing here.
+            result = result.but(device=None)
         if result.kind == MODULE:
             return result.but(site=call)
         if result.kind not in TENSOR_KINDS:
@@ -1202,8 +1206,7 @@ class Values(TorchSemantics):
             autograd = self._result_autograd(inputs, call, frame) if inputs else AG_UNKNOWN
             if autograd == AG_NONE:
                 autograd = AG_UNKNOWN  # it may use a model of its own
-        device = result.device if result.device is not None else None
-        return result.but(autograd=autograd, layout=layout, device=device, site=call, alias=None)
+        return result.but(autograd=autograd, layout=layout, site=call, alias=None)
 
     def _compute_class_attribute(self, klass: cst.ClassDef, name: str) -> Value:
         writes = self.attribute_writes(klass, name)

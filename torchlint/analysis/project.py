@@ -47,7 +47,7 @@ _LIBRARY_ROOTS = frozenset({
     "json", "typing", "collections", "itertools", "functools", "argparse", "logging", "random", "copy",
     "pathlib", "tqdm", "shutil", "pickle", "abc", "dataclasses", "warnings", "contextlib", "enum",
     "lightning", "pytorch_lightning", "transformers", "timm", "accelerate", "PIL", "matplotlib",
-    "pandas", "scipy", "sklearn", "datasets", "wandb", "tensorboard", "yaml", "glob", "subprocess",
+    "pandas", "scipy", "sklearn", "wandb", "tensorboard", "yaml", "glob", "subprocess",
 })
 MAX_FILES = 200  # project modules summarised for one linted file's imports (transitively)
 
