@@ -573,6 +573,9 @@ class Values(TorchSemantics):
         spelled = node.value
         found = self.scopes.binding_scope(spelled, node)
         if found is None:
+            fact = self._star_imported(node) if self.scopes.star_imports else None
+            if fact is not None and fact.kind == "value":
+                return fact.value
             return UNKNOWN_VALUE
         scope, bindings = found
         if any(b.kind == "import" for b in bindings):
@@ -1163,6 +1166,19 @@ class Values(TorchSemantics):
             return None
         return project.fact(qualified)
 
+    def _star_imported(self, node: cst.Name):
+        """The project fact for a name no scope binds, from a `from models import *` of a
+        project module that defines it (the last such import that does)."""
+        if self.sem.project is None or not self.scopes.star_imports or type(node) is not cst.Name:
+            return None
+        if self.scopes.binding_scope(node.value, node) is not None:
+            return None
+        for module in reversed(self.scopes.star_imports):
+            fact = self._project_fact(f"{module}.{node.value}" if not module.endswith(".") else module + node.value)
+            if fact is not None:
+                return fact
+        return None
+
     def _imported_value(self, node: cst.Name) -> Value:
         if self.sem.project is None:
             return UNKNOWN_VALUE
@@ -1511,6 +1527,10 @@ class Values(TorchSemantics):
             qualified = self.sem.qualified_name(func)
             if qualified is None and self.sem.project is not None and self.scopes.relative_imports:
                 qualified = self.scopes.import_name(func)  # `from .layers import PatchEmbed`
+            if qualified is None and kind is cst.Name and self.scopes.star_imports:
+                fact = self._star_imported(func)  # `from models import *`
+                if fact is not None:
+                    return self._project_call(fact, call, frame)
             if qualified is not None:
                 fact = self._project_fact(qualified)
                 if fact is not None:

@@ -368,6 +368,12 @@ def _summarise(parsed: _Parsed, name: str, asker: FileProject, depth: int) -> Op
                 elif type(small) in (cst.Assign, cst.AnnAssign) and _assigns(small, name):
                     definition = small
     if definition is None:
+        # `from .resnet import *` in a package's __init__.py re-exports every name of resnet.py.
+        for module_name in reversed(sem.scopes.star_imports if sem.scopes.bindings is not None else []):
+            found = project._fact(module_name + name if module_name.endswith(".") else f"{module_name}.{name}",
+                                  depth + 1)
+            if found is not None:
+                return found
         # `from models import layers`: a submodule of a package is not summarised as a name.
         return None
     if type(definition) is tuple:
@@ -499,7 +505,7 @@ def portable(values, value: Value, origin: str, label: str = "") -> Value:
 # A rule's triggers (`Dropout` for TL107) may stand in the file that defines the model, not in the
 # script that uses it: the engine looks for them in the project files a file imports as well.
 _IMPORT_LINE = __import__("re").compile(
-    r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([\w., \t]+)|import[ \t]+([\w., \t]+))", __import__("re").M)
+    r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([\w., \t*]+)|import[ \t]+([\w., \t]+))", __import__("re").M)
 _TEXTS: Dict[str, Tuple[int, int, str, str]] = {}
 
 

@@ -75,6 +75,7 @@ class Scopes:
         self._qualified: Dict[int, Optional[str]] = {}
         self._imported_names: Optional[frozenset] = None
         self.relative_imports: Dict[tuple, str] = {}  # (id(scope), name) -> ".layers.PatchEmbed"
+        self.star_imports: List[str] = []  # modules of `from models import *` at module level
 
     # -- which scope a node is in -------------------------------------------------------------
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
@@ -144,6 +145,10 @@ class Scopes:
         for node in index.nodes(cst.ImportFrom):
             scope = self.scope_of(node)
             if isinstance(node.names, cst.ImportStar):
+                if type(scope) is cst.Module and (node.module is not None or node.relative):
+                    inner = dotted_name(node.module) if node.module is not None else ""
+                    if inner is not None:
+                        self.star_imports.append("." * len(node.relative) + inner)
                 continue
             if node.relative:
                 # `from .layers import PatchEmbed`: qualified as `.layers.PatchEmbed` (one dot per
