@@ -692,6 +692,11 @@ class TorchSemantics:
                 dtype = legacy[0]
                 if legacy[1]:
                     device = Device(CUDA, None, call)
+            elif call.args and not _is_dtype(self.sem, call.args[0].value):
+                # `.type(Tensor)` with `Tensor = torch.cuda.FloatTensor if cuda else torch.Tensor`,
+                # `.type_as(other)`: the type (or `other`) may be on another device.
+                other = self.value(call.args[0].value, frame) if method == "type_as" else None
+                device = other.device if other is not None and other.kind in TENSOR_KINDS else None
         autograd = tensor.autograd
         if autograd == AG_LEAF and change != _NO_CHANGE:
             autograd = AG_GRAPH if change == _CHANGE else AG_REQUIRES
@@ -704,6 +709,15 @@ _NO_CHANGE, _MAY_CHANGE, _CHANGE = 0, 1, 2
 _LEGACY_TYPE = re.compile(r"^torch\.(cuda\.)?(Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor$")
 _LEGACY_DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
                   "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
+
+
+def _is_dtype(sem, expr: cst.BaseExpression) -> bool:
+    """`torch.float16`, `torch.long` (or their names as strings): a dtype, which moves nothing."""
+    if type(expr) is cst.SimpleString:
+        text = string_text(expr) or ""
+        return text.startswith("torch.") and api.is_dtype_name(text[6:])
+    qualified = sem.qualified_name(expr) or ""
+    return qualified.startswith("torch.") and qualified.count(".") == 1 and api.is_dtype_name(qualified[6:])
 
 
 def _legacy_tensor_type(sem, expr: cst.BaseExpression) -> Optional[Tuple[str, bool]]:
