@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.append(str(REPO))  # PYTHONPATH first: measure another checkout with this harness
 
 _ITEM = re.compile(r"(?P<expr>\b\w*loss\w*(?:\[[^\]]*\])?)\.item\(\)")
 _GROWTH = re.compile(r"(\+=|\.append\()")
