@@ -136,3 +136,15 @@ def test_editing_the_sibling_relints_the_importer(tmp_path: Path, capsys) -> Non
 def test_switched_off_the_project_is_not_read(monkeypatch, capsys) -> None:
     monkeypatch.setenv("TORCHLINT_NO_PROJECT", "1")
     assert _cli([CASES_DIR / "permuted_helper" / "train.py"], capsys) == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_what_torchlint_run_lints(case: Path) -> None:
+    """`torchlint run script.py` lints the script with `runner.lint_file`: the same findings."""
+    from torchlint.config import Config
+    from torchlint.runner import lint_file
+
+    codes = _codes(case)
+    for path in _files(case):
+        result = lint_file(str(path), Config(root=case), ["TL"], [])
+        _check(path, [_Finding(f.code, f.start.row, f.start.column, f.message) for f in result.findings], codes)
