@@ -148,3 +148,15 @@ def test_what_torchlint_run_lints(case: Path) -> None:
     for path in _files(case):
         result = lint_file(str(path), Config(root=case), ["TL"], [])
         _check(path, [_Finding(f.code, f.start.row, f.start.column, f.message) for f in result.findings], codes)
+
+
+def test_creating_the_imported_module_relints_the_importer(tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    shutil.copytree(CASES_DIR / "dropout_in_sibling", case)
+    model = case / "model.py"
+    text = model.read_text()
+    model.unlink()
+    args = ["--cache-dir", str(tmp_path / "cache"), str(case / "predict.py")]
+    assert [f["code"] for f in _run(args) if f["code"] == "TL107"] == []  # `Net` unknown: silent
+    model.write_text(text)
+    assert [f["code"] for f in _run(args) if f["code"] == "TL107"] == ["TL107"]

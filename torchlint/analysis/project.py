@@ -157,8 +157,10 @@ def shared_semantic(path: Optional[str], text: str):
 def _fresh(parsed: _Parsed) -> bool:
     """Whether the project files a kept model read are unchanged (its facts still hold)."""
     project = parsed.semantic.project if parsed.semantic is not None else None
-    if project is None or not project.read:
+    if project is None:
         return True
+    if any(os.path.exists(file) for file in project.missing):
+        return False
     return all(digest_of(file) == digest for file, digest in project.read.items())
 
 
@@ -214,6 +216,7 @@ class FileProject:
         self.read: Dict[str, str] = {}  # path -> content hash of every project file the lint used
         self.origins: Dict[str, Tuple[str, int, int]] = {}  # "model.py:4" -> (path, line, column)
         self._facts: Dict[str, Optional[Fact]] = {}
+        self.missing: set = set()  # module files looked for next to this file and not found
 
     def _inside(self, path: str) -> bool:
         prefix = self.root.rstrip(os.sep) + os.sep
@@ -253,6 +256,9 @@ class FileProject:
             if len(rest) != 1:
                 return None
             return self._name_in(file, rest[0], depth)
+        if level == 0:
+            # Not the user's today; created later, it changes what this file's model knows.
+            self.missing.add(os.path.join(os.path.dirname(self.path), parts[0] + ".py"))
         return None
 
     def _module_file(self, parts: List[str], level: int) -> Optional[str]:
@@ -534,11 +540,14 @@ def _text_of(path: str) -> Optional[Tuple[str, str]]:
     return text, digest
 
 
-def digest_of(path: str) -> Optional[str]:
-    """The content hash of a file now (None when unreadable): a cached result that read it
-    holds only while this is unchanged."""
+ABSENT = "absent"  # the digest of a file that does not exist
+
+
+def digest_of(path: str) -> str:
+    """The content hash of a file now (ABSENT when there is none): a cached result that read it
+    (or looked for it) holds only while this is unchanged."""
     found = _text_of(path)
-    return None if found is None else found[1]
+    return ABSENT if found is None else found[1]
 
 
 def imported_text(path: Optional[str], text: str) -> Tuple[str, Dict[str, str]]:
@@ -591,4 +600,9 @@ def imported_text(path: Optional[str], text: str) -> Tuple[str, Dict[str, str]]:
                                 digests[file] = found[1]
                                 pending.append((file, found[0]))
                         break
+                else:
+                    if current == absolute and level == 0 and dotted:
+                        # Not the user's today (an installed package, or missing): a `model.py`
+                        # created next to the file later must still invalidate its cached result.
+                        digests.setdefault(os.path.join(os.path.dirname(current), dotted[0] + ".py"), ABSENT)
     return "\n".join(parts), digests
