@@ -629,7 +629,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
         target = definition.target
         if type(target) is not cst.Name or self.grad_mode(definition.statement) == GRAD_OFF:
             return False
-        from torchlint.analysis.training import backwarded_names
+        from torchlint.analysis.backward import backwarded_names
 
         return target.value in backwarded_names(self.sem, self.scopes.scope_of(target))
 

@@ -13,6 +13,7 @@ import libcst as cst
 
 from libcst._nodes.internal import CodegenState
 
+from torchlint.analysis.calls import is_true, keyword, method_call, method_call_in  # noqa: F401 (re-exported)
 from torchlint.analysis.flow import Def
 from torchlint.analysis.index import Index
 from torchlint.analysis.scopes import Scopes, dotted_name
@@ -24,34 +25,6 @@ from torchlint.analysis.torch_api import NN_NON_MODULES as _NN_NON_MODULES
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
 _LOOP_BARRIERS = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
-
-
-def is_true(node: Optional[cst.BaseExpression]) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
-
-
-def keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    return None
-
-
-def method_call(node: cst.CSTNode, *names: str) -> bool:
-    """`<x>.name(...)` for one of `names`."""
-    # Exact type checks: isinstance on LibCST classes goes through ABCMeta, and this runs on
-    # every call of every file.
-    return (
-        type(node) is cst.Call
-        and type(node.func) is cst.Attribute
-        and (not names or node.func.attr.value in names)
-    )
-
-
-def method_call_in(node: cst.CSTNode, names) -> bool:
-    """`<x>.name(...)` for a name in the collection `names` (a set: no tuple is built per call,
-    as `method_call(node, *names)` would)."""
-    return type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in names
 
 
 class Semantic:
