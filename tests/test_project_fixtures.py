@@ -160,3 +160,23 @@ def test_creating_the_imported_module_relints_the_importer(tmp_path: Path) -> No
     assert [f["code"] for f in _run(args) if f["code"] == "TL107"] == []  # `Net` unknown: silent
     model.write_text(text)
     assert [f["code"] for f in _run(args) if f["code"] == "TL107"] == ["TL107"]
+
+
+BROKEN_MODEL = "import torch.nn as nn\n\n\nclass Net(nn.Module)\n    def __init__(self):\n        super().__init__()\n"
+
+
+def test_a_sibling_that_does_not_parse(tmp_path: Path) -> None:
+    """The importing file is linted as if the sibling were missing; the run reports one
+    diagnostic, the sibling's own syntax error (kept out of fixtures/: no fixture fails to parse)."""
+    case = tmp_path / "case"
+    shutil.copytree(CASES_DIR / "broken_sibling", case)
+    (case / "model.py").write_text(BROKEN_MODEL)
+    whole = [(Path(f["filename"]).name, f["code"], f["location"]["row"]) for f in _cli([case])]
+    assert sorted(whole) == [("model.py", "TL901", 4), ("train.py", "TL003", 19)]
+    alone = [(f["code"], f["location"]["row"]) for f in _cli([case / "train.py"])]
+    assert alone == [("TL003", 19)]
+    from torchlint.flake8_plugin import TorchLintChecker
+
+    lines = (case / "train.py").read_text().splitlines(keepends=True)
+    assert [(text.split()[0], row) for row, _, text, _ in TorchLintChecker(None, lines, str(case / "train.py")).run()] \
+        == [("TL003", 19)]
