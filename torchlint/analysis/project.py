@@ -186,12 +186,20 @@ def _root_for(path: str) -> str:
     return root
 
 
+def _installed(absolute: str) -> bool:
+    """A file of an installed package (site-packages, a virtual environment): not a user's
+    project, whatever imports it (linting torch's own sources reads each file alone)."""
+    parts = absolute.split(os.sep)
+    return any(part in _INSTALLED_PARTS for part in parts)
+
+
 def for_file(path: Optional[str], module: cst.Module) -> Optional["FileProject"]:
-    """The project view of the file at `path`, or None (no path, stdin, or the layer is off)."""
+    """The project view of the file at `path`, or None (no path, stdin, an installed package, or
+    the layer is off)."""
     if not path or path.startswith("<") or path == "-" or not enabled():
         return None
     absolute = os.path.abspath(path)
-    if not os.path.isfile(absolute):
+    if _installed(absolute) or not os.path.isfile(absolute):
         return None
     return FileProject(absolute, _root_for(absolute), module)
 
@@ -199,13 +207,15 @@ def for_file(path: Optional[str], module: cst.Module) -> Optional["FileProject"]
 class FileProject:
     """The project as one linted file sees it: where its imports resolve, and what it read."""
 
-    def __init__(self, path: str, root: str, module: Optional[cst.Module] = None) -> None:
+    def __init__(self, path: str, root: str, module: Optional[cst.Module] = None, text: Optional[str] = None) -> None:
         self.path = path
         self.root = root
         directory = os.path.dirname(path)
         dirs = [directory]
         if module is not None:
             dirs.extend(_literal_sys_path(module, directory))
+        elif text is not None and "sys.path" in text:  # the pre-filter's view: no tree yet
+            dirs.extend(d if os.path.isabs(d) else os.path.join(directory, d) for d in _SYS_PATH_TEXT.findall(text))
         dirs.extend([root, os.path.join(root, "src")])
         seen = []
         for each in dirs:
@@ -329,6 +339,10 @@ class FileProject:
             self.origins[origin] = (file, line, column)
             return origin
         return None
+
+
+_SYS_PATH_TEXT = __import__("re").compile(
+    r"^[ \t]*sys\.path\.(?:append|insert)\((?:[ \t]*\d+[ \t]*,)?[ \t]*[rR]?['\"]([^'\"\n]+)['\"][ \t]*\)", __import__("re").M)
 
 
 def _literal_sys_path(module: cst.Module, directory: str) -> List[str]:
@@ -557,7 +571,7 @@ def imported_text(path: Optional[str], text: str) -> Tuple[str, Dict[str, str]]:
     if not path or path.startswith("<") or path == "-" or not enabled() or "import" not in text:
         return "", {}
     absolute = os.path.abspath(path)
-    if not os.path.isfile(absolute):
+    if _installed(absolute) or not os.path.isfile(absolute):
         return "", {}
     seen = {absolute}
     pending = [(absolute, text)]
@@ -565,7 +579,7 @@ def imported_text(path: Optional[str], text: str) -> Tuple[str, Dict[str, str]]:
     digests: Dict[str, str] = {}
     while pending and len(seen) <= MAX_FILES:
         current, content = pending.pop()
-        view = FileProject(current, _root_for(current))
+        view = FileProject(current, _root_for(current), text=content)
         for match in _IMPORT_LINE.finditer(content):
             module, names, plain = match.groups()
             candidates: List[Tuple[List[str], int]] = []
