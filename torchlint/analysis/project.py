@@ -170,6 +170,11 @@ def remember(path: Optional[str], text: str, semantic) -> None:
     if not path or not path.endswith(".py") or semantic.project is None:
         return
     absolute = os.path.abspath(path)
+    # Kept models are for the files of this directory, its packages and its siblings that come
+    # next: those of other directories go, so that a long run holds few trees (the collector walks every one).
+    below = os.path.dirname(os.path.dirname(absolute)) + os.sep  # this directory and its siblings
+    for other in [p for p in _PARSED if not p.startswith(below)]:
+        del _PARSED[other]
     parsed = _Parsed(absolute, text_digest(text), semantic, None)
     parsed.text = text
     _keep(absolute, parsed)
