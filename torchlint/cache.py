@@ -74,6 +74,8 @@ def finding_to_json(finding: Finding) -> dict:
         "severity": finding.severity.value,
         "fix": None,
     }
+    if finding.related:
+        data["related"] = [list(item) for item in finding.related]
     if finding.fix is not None:
         data["fix"] = {
             "message": finding.fix.message,
@@ -104,6 +106,7 @@ def finding_from_json(data: dict, path: str) -> Finding:
         cell=int(cell) if cell is not None else None,
         is_diagnostic=bool(data.get("diagnostic", False)),
         severity=Severity(data.get("severity", "warning")),
+        related=tuple((str(p), int(r), int(c), str(m)) for p, r, c, m in data.get("related") or ()),
     )
 
 
@@ -149,8 +152,14 @@ class Cache:
                 raw = json.loads(handle.read())
             if raw.get("key") != key:
                 return None
+            dependencies = raw.get("dependencies") or {}
+            if dependencies:
+                from torchlint.analysis.project import digest_of
+
+                if any(digest_of(file) != digest for file, digest in dependencies.items()):
+                    return None  # a project file its analysis read has changed: lint it again
             findings = [finding_from_json(item, path) for item in raw["findings"]]
-            return FileResult(path, findings, failed=bool(raw.get("failed", False)))
+            return FileResult(path, findings, failed=bool(raw.get("failed", False)), dependencies=dependencies)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None  # missing or corrupt: a miss
 
@@ -181,6 +190,8 @@ class Cache:
             "failed": result.failed,
             "findings": [finding_to_json(f) for f in result.findings],
         }
+        if result.dependencies:
+            payload["dependencies"] = result.dependencies
         shard = os.path.join(self.entries, key[:2])
         try:
             if shard not in self._shards:

@@ -13,6 +13,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint import diagnostics, legacy_syntax, parsing
+from torchlint.analysis import project
 from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.positions import node_ranges
@@ -85,13 +86,18 @@ def lint_text(
     if suppressions is not None and suppressions.file_ignored:
         return result
     if module is None:
-        rules = rules_that_could_fire(text, rules)
+        # A rule's trigger may stand in a project file this one imports (`Dropout` in model.py).
+        imported, result.dependencies = project.imported_text(path, text)
+        rules = rules_that_could_fire(text + imported, rules) if imported else rules_that_could_fire(text, rules)
         if not rules:
             if syntax_ok(text):  # no rule can fire; still report a syntax error like any other file
                 return result
             parsed = parse(text, path)
             return parsed if isinstance(parsed, FileResult) else result
     recovery = None
+    shared = project.shared_semantic(path, text) if module is None else None
+    if shared is not None:
+        module = shared.module  # parsed already in this process, as a module another file imports
     if module is None:
         parsed = parse(text, path)
         if isinstance(parsed, FileResult):
@@ -103,11 +109,17 @@ def lint_text(
             parsed = recovered
         module = parsed
     try:
-        semantic = Semantic(module)
+        semantic = shared
+        if semantic is None:
+            semantic = Semantic(module, path=path, project=project.for_file(path, module))
+            if recovery is None:
+                project.remember(path, text, semantic)
     except RecursionError:
         return diagnostics.failure(path, diagnostics.TOO_COMPLEX, "nesting too deep to analyse")
     linted = text if recovery is None else recovery.text
     reports = run_rules(semantic, path, rules, result, recovery)
+    if semantic.project is not None and semantic.project.read:
+        result.dependencies.update(semantic.project.read)
     findings = to_findings(module, linted, path, reports, suppressions)
     if recovery is not None:
         findings = [recovery.finding_in_file(finding) for finding in findings]
@@ -216,6 +228,7 @@ def to_findings(
                 rule_name=report.rule.name,
                 fix=fix,
                 severity=report.severity or report.rule.default_severity,
+                related=report.related,
             )
         )
     return findings

@@ -91,6 +91,9 @@ class Finding:
     # Diagnostics about the run itself (parse errors, unreadable files) use TL9xx codes.
     is_diagnostic: bool = False
     severity: Severity = Severity.WARNING
+    # Places in other files of the project the finding's proof uses (the class that holds the
+    # Dropout), as (path relative to the project root or absolute, row, column, what is there).
+    related: Tuple[Tuple[str, int, int, str], ...] = ()
 
     @property
     def sort_key(self) -> tuple:
@@ -112,3 +115,6 @@ class FileResult:
     # Set when the file could not be linted at all (diagnostic finding carries the reason).
     failed: bool = False
     internal_error: bool = False
+    # The project files (absolute path -> content hash) the lint of this file read: its cached
+    # result holds only while they are unchanged.
+    dependencies: dict = field(default_factory=dict)

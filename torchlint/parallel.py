@@ -188,7 +188,10 @@ def _lint_batch(batch: Sequence[Tuple[int, str]]) -> List[Tuple[int, FileResult]
 
 
 def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
-    """Batches of (index, path) of similar total size, biggest files first."""
+    """Batches of (index, path) of similar total size, biggest first, each directory's files
+    together where it fits: a script and the sibling modules it imports (`from model import
+    Net`) are then linted by one worker, which parses each of them once (the project layer keeps
+    what it parsed for the files linted after)."""
     sizes = []
     for index, path in enumerate(files):
         try:
@@ -196,15 +199,31 @@ def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
         except OSError:
             size = 0
         sizes.append((size, index, path))
-    sizes.sort(key=lambda item: (-item[0], item[1]))
     total = sum(size for size, _, _ in sizes) or 1
     target = max(total // (jobs * CHUNKS_PER_WORKER), 1)
+    groups: Dict[str, List[Tuple[int, int, str]]] = {}
+    for size, index, path in sizes:
+        groups.setdefault(os.path.dirname(os.path.abspath(path)), []).append((size, index, path))
+    pieces: List[Tuple[int, List[Tuple[int, int, str]]]] = []
+    for members in groups.values():
+        members.sort(key=lambda item: (-item[0], item[1]))
+        piece: List[Tuple[int, int, str]] = []
+        weight = 0
+        for member in members:  # a directory bigger than a batch is split, biggest files first
+            piece.append(member)
+            weight += member[0]
+            if weight >= target or len(piece) >= 64:
+                pieces.append((weight, piece))
+                piece, weight = [], 0
+        if piece:
+            pieces.append((weight, piece))
+    pieces.sort(key=lambda item: (-item[0], item[1][0][1]))
     batches: List[List[Tuple[int, str]]] = []
     current: List[Tuple[int, str]] = []
     weight = 0
-    for size, index, path in sizes:
-        current.append((index, path))
-        weight += size
+    for piece_weight, piece in pieces:
+        current.extend((index, path) for _, index, path in piece)
+        weight += piece_weight
         if weight >= target or len(current) >= 64:
             batches.append(current)
             current, weight = [], 0

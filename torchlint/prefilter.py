@@ -95,7 +95,13 @@ def without_parse(path: str, data: bytes, trigger_sets):
     except SourceError as error:
         return diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error))
     if _prefilter_enabled() and not could_match_triggers(source.text, trigger_sets) and syntax_ok(source.text):
-        return FileResult(path)
+        # A trigger may stand in a project file this one imports (`Dropout` in model.py).
+        from torchlint.analysis.project import imported_text
+
+        imported, dependencies = imported_text(path, source.text)
+        if imported and could_match_triggers(imported, trigger_sets):
+            return None
+        return FileResult(path, dependencies=dependencies)
     return None  # the engine decides (and reports a syntax error exactly as it always does)
 
 

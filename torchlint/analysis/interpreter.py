@@ -20,6 +20,12 @@ Grad mode is part of the context: a value is made under the grad mode in force w
 made (`with torch.no_grad():`, a decorator, or — through the calling context — the grad mode at
 every call of its function).
 
+The facets that divide it live in mixins of `Values`: `parameters` (what a parameter is outside
+a call, grad modes of calling contexts, call sites), `classes` (attributes, classes, instances),
+`project_values` (names imported from the user's other files), `torch_semantics` (torch's API);
+`frames` holds the calling context and argument binding. This module keeps the evaluator: the
+memo and cycle solver, names, operators, subscripts, iteration and calls.
+
 Cycles (a loop-carried `h = cell(x, h)`, recursive helpers) are solved by iteration: a value that
 depends on itself starts at bottom and is recomputed until it stops changing, then widened to
 unknown if it does not settle. Only what read the cycle's provisional value is recomputed.
@@ -32,33 +38,22 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
+from torchlint.analysis.classes import ClassValues
 from torchlint.analysis.flow import Def, Flow
-from torchlint.analysis.scopes import dotted_name
+from torchlint.analysis.frames import Frame, _all_params, _bind, _positional_params  # noqa: F401 (re-exported)
+from torchlint.analysis.parameters import ParameterValues
+from torchlint.analysis.project_values import ProjectValues
 from torchlint.analysis.shapes import Dim
-from torchlint.analysis.torch_semantics import TorchSemantics, _int, _keyword, _looks_like_a_tensor_call, string_text
+from torchlint.analysis.torch_semantics import TorchSemantics, _int, _looks_like_a_tensor_call, string_text
 from torchlint.analysis.value import (
     AG_GRAPH, AG_LEAF, AG_MAYBE, AG_NONE, AG_REQUIRES, AG_UNKNOWN, BATCH, BOTTOM, BOTTOM_VALUE, CLASS,
-    CONTAINER, CONTIGUOUS, CRITERION, DEVICE, DTYPE, FUNCTION, HOST, INPUT, INSTANCE, LAYOUT_CONTIGUOUS,
-    LAYOUT_NOT_KNOWN, LOADER, LOSS, MODULE, NONE_VALUE, NUMBER, NUMBER_VALUE, OPTIMIZER, PARAMETER, PERMUTED,
-    STRING, STRING_VALUE, TENSOR, TENSOR_KINDS, UNKNOWN, UNKNOWN_VALUE, Device, Layout, ModuleInfo, Value,
-    identity, join, join_all,
+    CONTAINER, CONTIGUOUS, CRITERION, FUNCTION, HOST, INPUT, INSTANCE, LAYOUT_CONTIGUOUS, LAYOUT_NOT_KNOWN,
+    LOADER, LOSS, MODULE, NONE_VALUE, NUMBER, NUMBER_VALUE, OPTIMIZER, PERMUTED, STRING, STRING_VALUE, TENSOR,
+    TENSOR_KINDS, UNKNOWN, UNKNOWN_VALUE, Device, Layout, ModuleInfo, Value, identity, join, join_all,
 )
 from torchlint.analysis.value import GRAD_INHERITED, GRAD_OFF, GRAD_ON, GRAD_UNKNOWN  # noqa: F401 (re-exported)
 
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp)
 _MAX_ITERATIONS = 4  # a cycle's value is recomputed this often before it is widened
-_MAX_CONTEXTS = 8  # distinct argument values per function before its calls share one summary
-_MAX_NESTED_CALLS = 6  # interpreted calls inside interpreted calls; deeper ones share one summary
-_OPTIMIZER_NAME = __import__("re").compile(r"^(?:\w+_)?(?:opt|optim|optimizer|optimiser)(?:_\w+|\d+)?$")
-_SCALER_NAME = __import__("re").compile(r"scaler", __import__("re").IGNORECASE)
-_MODEL_NAMES = frozenset({"model", "net", "network", "classifier"})
-_ENTRY_METHODS = frozenset({"forward", "training_step", "validation_step", "test_step", "predict_step",
-                            "__call__", "step"})
-# Decorators that do not change how a function is called.
-_TRANSPARENT_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "torch.no_grad",
-                                     "torch.inference_mode", "torch.enable_grad", "functools.wraps",
-                                     "torch.jit.script", "torch.jit.unused", "torch.jit.ignore",
-                                     "torch.compile", "abstractmethod", "abc.abstractmethod"})
 
 # Methods only tensors have (numpy's `transpose` and `view` mean other things, but numpy names
 # resolve to `numpy.*` before this is asked): an unknown receiver calling one is a tensor.
@@ -66,32 +61,7 @@ _DUCK_TENSOR_METHODS = frozenset("permute transpose t contiguous view view_as mo
                                  "swapdims detach unsqueeze masked_fill softmax log_softmax sigmoid".split())
 
 
-
-class Frame:
-    """A calling context: the function being interpreted, the values of its parameters (None
-    for the generic context, where each parameter is what every call passes), and the grad
-    mode its caller runs it under."""
-
-    __slots__ = ("function", "args", "_grad", "_resolve", "nesting", "key")
-
-    def __init__(self, function: Optional[cst.CSTNode], args: Optional[Dict[int, Value]], grad: Optional[str],
-                 nesting: int = 0, resolve=None) -> None:
-        self.function = function
-        self.args = args
-        self._grad = grad
-        self._resolve = resolve  # computes the grad mode of a generic frame on first use
-        self.nesting = nesting  # how many interpreted calls enclose this one
-        self.key = (id(function), grad, None if args is None else tuple(sorted((k, v.key()) for k, v in args.items())))
-
-    @property
-    def grad(self) -> str:
-        if self._grad is None:
-            self._grad = GRAD_INHERITED  # while resolving: recursion sees the default
-            self._grad = self._resolve(self.function)
-        return self._grad
-
-
-class Values(TorchSemantics):
+class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
     """The value model of one module (see the module docstring). Built lazily by `Semantic`."""
 
     def __init__(self, sem) -> None:
@@ -409,6 +379,8 @@ class Values(TorchSemantics):
             return UNKNOWN_VALUE
         if not defs:
             return self._outer_name(node, frame)
+        if all(d.kind == "import" for d in defs):
+            return self._imported_value(node)
         value = join_all(self.definition_value(d, frame) for d in defs)
         if value.kind == UNKNOWN and len(defs) > 1:
             value = self._loss_after_numeric_start(defs, frame, value)
@@ -569,10 +541,13 @@ class Values(TorchSemantics):
         spelled = node.value
         found = self.scopes.binding_scope(spelled, node)
         if found is None:
+            fact = self._star_imported(node) if self.scopes.star_imports else None
+            if fact is not None and fact.kind == "value":
+                return fact.value
             return UNKNOWN_VALUE
         scope, bindings = found
         if any(b.kind == "import" for b in bindings):
-            return UNKNOWN_VALUE  # modules are resolved by their qualified names
+            return self._imported_value(node)  # modules are resolved by their qualified names
         if type(scope) is cst.Module and not self._module_statements().get((id(None), spelled)):
             at_calls = self._global_at_calls(node, spelled)
             if at_calls is not None:
@@ -619,10 +594,14 @@ class Values(TorchSemantics):
             if definition.path is None:
                 return Value(CONTAINER, AG_NONE, element=self._iterate(value))
             value = self._element_at(value, definition.path)
-            if value.kind in (UNKNOWN, INPUT) and self._backpropagated(definition):
-                # `loss = outputs.loss; loss.backward()`: whatever it is, it is a loss that
-                # requires grad (a leaf or a result).
-                return Value(LOSS, AG_REQUIRES, LAYOUT_CONTIGUOUS, site=definition.value)
+            if value.kind in (UNKNOWN, INPUT, TENSOR, LOSS) and not value.requires_grad \
+                    and self._backpropagated(definition):
+                # `loss = outputs.loss; loss.backward()`: whatever the analysis makes of where it
+                # came from (an imported model's output looks graph-free only because the model
+                # is not seen), a value a backward pass runs on is a loss that requires grad.
+                if value.kind in (UNKNOWN, INPUT):
+                    return Value(LOSS, AG_REQUIRES, LAYOUT_CONTIGUOUS, site=definition.value)
+                return value.but(kind=LOSS, autograd=AG_REQUIRES)
             return value
         if kind == "for":
             element = self._iterate(self.value(definition.value, frame))
@@ -650,7 +629,7 @@ class Values(TorchSemantics):
         target = definition.target
         if type(target) is not cst.Name or self.grad_mode(definition.statement) == GRAD_OFF:
             return False
-        from torchlint.analysis.training import backwarded_names
+        from torchlint.analysis.backward import backwarded_names
 
         return target.value in backwarded_names(self.sem, self.scopes.scope_of(target))
 
@@ -678,614 +657,6 @@ class Values(TorchSemantics):
             return result.but(layout=previous.layout, alias=previous.alias, site=previous.site, autograd=autograd,
                               kind=LOSS if LOSS in (previous.kind, right.kind) else previous.kind)
         return result
-
-    # -- parameters ----------------------------------------------------------------------------
-    def param_value(self, param: cst.Param, frame: Frame) -> Value:
-        if frame.args is not None and id(param) in frame.args:
-            return frame.args[id(param)]
-        return self._memoized(("param", id(param)), lambda: self._generic_param(param))
-
-    def _generic_param(self, param: cst.Param) -> Value:
-        function = self.index.parent.get(self.index.parent.get(param))
-        if type(function) is not cst.FunctionDef:
-            return self._annotated_param(param, None)
-        klass = self.sem.class_of_method(function)
-        positional = _positional_params(function)
-        if klass is not None and positional and positional[0] is param and not self._is_static(function):
-            if self._decorated(function, "classmethod"):
-                return Value(CLASS, AG_NONE, detail=klass)
-            return self.instance_of(klass, klass)
-        if not self._is_entry_point(function, klass):
-            sites = self._sites(function)
-            if sites and not self._escapes_function(function):
-                values = []
-                for call, binding, caller in sites:
-                    argument = binding.get(id(param))
-                    if argument is None:
-                        values.append(self._default_value(param, caller))
-                    elif isinstance(argument, Value):
-                        values.append(argument)
-                    else:
-                        values.append(self.value(argument, caller))
-                joined = join_all(values)
-                if joined.kind not in (UNKNOWN, BOTTOM):
-                    return self._as_argument(joined, param)
-                annotated = self._annotated_param(param, function)
-                if annotated.kind != INPUT:
-                    return annotated
-                return joined if joined.kind != BOTTOM else UNKNOWN_VALUE
-        return self._annotated_param(param, function)
-
-    def _as_argument(self, value: Value, param: cst.Param) -> Value:
-        if value.is_tensor or value.kind == INPUT:
-            return value.but(alias=param)
-        return value
-
-    def _default_value(self, param: cst.Param, caller: Frame) -> Value:
-        if param.default is None:
-            return UNKNOWN_VALUE
-        return self.value(param.default, self.frame_of(param.default))
-
-    def _annotated_param(self, param: cst.Param, function: Optional[cst.FunctionDef]) -> Value:
-        """An entry point's parameter: what its annotation, default or name says."""
-        annotation = param.annotation.annotation if param.annotation is not None else None
-        if annotation is not None:
-            kind = self._annotation_kind(annotation)
-            if kind == TENSOR:
-                return Value(TENSOR, AG_MAYBE, LAYOUT_CONTIGUOUS, alias=param, role="input")
-            if kind == MODULE:
-                return Value(MODULE, AG_NONE, module=ModuleInfo(klass=self._annotation_class(annotation)))
-            if kind == OPTIMIZER:
-                return Value(OPTIMIZER, AG_NONE)
-            if kind == LOADER:
-                return Value(LOADER, AG_NONE, site=param)
-            if kind is not None:
-                return Value(kind, AG_NONE)
-            return UNKNOWN_VALUE
-        if param.default is not None:
-            default = param.default
-            if type(default) is cst.Name and default.value == "None":
-                pass
-            else:
-                value = self.value(default, self.frame_of(default))
-                if value.kind in (NUMBER, STRING):
-                    return value
-                return UNKNOWN_VALUE
-        name = param.name.value
-        role = None
-        if _OPTIMIZER_NAME.match(name):
-            role = "optimizer"
-        elif _SCALER_NAME.search(name):
-            role = "scaler"
-        elif name in _MODEL_NAMES or name.endswith("_model"):
-            role = "model"
-        if param.star in ("*", "**"):
-            return UNKNOWN_VALUE
-        return Value(INPUT, AG_MAYBE, LAYOUT_CONTIGUOUS, alias=param, role=role)
-
-    def _annotation_kind(self, annotation: cst.BaseExpression) -> Optional[str]:
-        if type(annotation) is cst.Subscript and dotted_name(annotation.value) in ("Optional", "typing.Optional"):
-            inner = annotation.slice[0].slice
-            if type(inner) is cst.Index:
-                annotation = inner.value
-        if type(annotation) is cst.BinaryOperation and type(annotation.operator) is cst.BitOr:
-            sides = [s for s in (annotation.left, annotation.right)
-                     if not (type(s) is cst.Name and s.value == "None")]
-            if len(sides) == 1:
-                annotation = sides[0]
-        if type(annotation) is cst.SimpleString:
-            text = annotation.value.strip("'\"")
-            return TENSOR if text in api.TENSOR_ANNOTATIONS else UNKNOWN
-        spelled = dotted_name(annotation)
-        if spelled in api.TENSOR_ANNOTATIONS:
-            return TENSOR
-        qualified = self.sem.qualified_name(annotation)
-        if qualified is not None:
-            if qualified in ("torch.Tensor", "torch.FloatTensor", "torch.LongTensor"):
-                return TENSOR
-            if qualified in api.MODULE_ANNOTATIONS or api.is_nn_module_class(qualified):
-                return MODULE
-            if qualified in api.OPTIMIZER_BASES or api.is_optimizer_class(qualified):
-                return OPTIMIZER
-            if qualified in api.LOADERS:
-                return LOADER
-        if type(annotation) is cst.Name:
-            for klass in self._classes_named(annotation.value):
-                if self.sem.is_module_class(klass):
-                    return MODULE
-        if spelled in ("int", "float", "bool"):
-            return NUMBER
-        if spelled == "str":
-            return STRING
-        return UNKNOWN
-
-    def _annotation_class(self, annotation) -> Optional[cst.ClassDef]:
-        if type(annotation) is cst.Name:
-            for klass in self._classes_named(annotation.value):
-                if self.sem.is_module_class(klass):
-                    return klass
-        return None
-
-    def _is_entry_point(self, function: cst.FunctionDef, klass: Optional[cst.ClassDef]) -> bool:
-        """Called by code outside this file: `forward`, hooks of frameworks, dunder methods."""
-        name = function.name.value
-        if klass is not None and (name in _ENTRY_METHODS or (name.startswith("__") and name != "__init__")):
-            return True
-        return False
-
-    def _is_static(self, function: cst.FunctionDef) -> bool:
-        return self._decorated(function, "staticmethod")
-
-    def _decorated(self, function: cst.FunctionDef, name: str) -> bool:
-        for decorator in function.decorators:
-            if dotted_name(decorator.decorator) == name:
-                return True
-        return False
-
-    # -- frames --------------------------------------------------------------------------------
-    def generic_frame(self, function: Optional[cst.CSTNode]) -> Frame:
-        if function is None:
-            return self._module_frame
-        key = id(function)
-        frame = self._generic_frames.get(key)
-        if frame is None:
-            # One generic frame per function: its grad mode (what its callers run it under) is
-            # only worked out when an operation inside needs it.
-            frame = Frame(function, None, None, resolve=self._inherited_grad)
-            self._generic_frames[key] = frame
-        return frame
-
-    def _inherited_grad(self, function: cst.FunctionDef) -> str:
-        """The grad mode `function` runs under as far as its callers in this file tell: off when
-        it is a method of a `torch.autograd.Function` or every call runs under no_grad."""
-        klass = self.sem.class_of_method(function)
-        if klass is not None and any(self._is_base(base.value, api.AUTOGRAD_FUNCTION_BASES)
-                                     for base in klass.bases):
-            return GRAD_OFF
-        if self._is_entry_point(function, klass):
-            return GRAD_INHERITED
-        sites = self._sites(function)
-        if not sites or self._escapes_function(function):
-            return GRAD_INHERITED
-        modes = set()
-        for call, _, caller in sites:
-            if caller.function is function:
-                continue  # recursion: the outer call decides
-            modes.add(self.grad_mode(call, caller) if caller.function is not function else GRAD_INHERITED)
-        if not modes:
-            return GRAD_INHERITED
-        if modes == {GRAD_OFF}:
-            return GRAD_OFF
-        if GRAD_OFF in modes or GRAD_UNKNOWN in modes:
-            return GRAD_UNKNOWN
-        return GRAD_INHERITED
-
-    def lexical_grad_mode(self, node: cst.CSTNode) -> Optional[str]:
-        """The grad mode that the blocks and decorators around `node` in its own function set,
-        or None when they set none."""
-        child = node
-        parent_of = self.index.parent
-        ancestor = parent_of.get(node)
-        while ancestor is not None:
-            kind = type(ancestor)
-            if kind is cst.With and child is ancestor.body:
-                for item in reversed(ancestor.items):
-                    mode = self.grad_context(item.item)
-                    if mode is not None:
-                        return mode
-            elif kind is cst.FunctionDef:
-                if child is ancestor.body:
-                    for decorator in ancestor.decorators:
-                        mode = self.grad_context(decorator.decorator)
-                        if mode is not None:
-                            return mode
-                return None
-            elif kind is cst.Lambda or kind is cst.ClassDef:
-                return None
-            child = ancestor
-            ancestor = parent_of.get(ancestor)
-        return None
-
-    def grad_context(self, expr: cst.BaseExpression) -> Optional[str]:
-        call = expr if type(expr) is cst.Call else None
-        target = call.func if call is not None else expr
-        name = self.sem.qualified_name(target)
-        if name is None:
-            spelled = dotted_name(target)
-            if spelled is None or not spelled.startswith("torch.") or self.scopes.lookup("torch", target):
-                return None
-            name = spelled  # `torch` from `from utils import *`: spelled out, it is torch's context
-        if name in api.SET_GRAD_ENABLED and call is not None and call.args:
-            value = call.args[0].value
-            if type(value) is cst.Name and value.value in ("False", "True"):
-                return GRAD_ON if value.value == "True" else GRAD_OFF
-            return GRAD_UNKNOWN
-        if name in api.GRAD_DISABLING:
-            if call is not None and name.endswith("inference_mode"):
-                flag = _keyword(call, "mode")
-                if flag is None and call.args and call.args[0].keyword is None:
-                    flag = call.args[0].value
-                if flag is not None and not (type(flag) is cst.Name and flag.value == "True"):
-                    return GRAD_UNKNOWN if type(flag) is not cst.Name or flag.value != "False" else None
-            return GRAD_OFF
-        if name in api.GRAD_ENABLING:
-            return GRAD_ON
-        return None
-
-    def _context_frame(self, function: cst.FunctionDef, args: Dict[int, Value], grad: str, caller: Frame) -> Frame:
-        if caller.nesting >= _MAX_NESTED_CALLS:
-            return self.generic_frame(function)
-        if grad in (GRAD_INHERITED, GRAD_ON):
-            grad = GRAD_INHERITED
-        frame = Frame(function, args, grad, caller.nesting + 1)
-        # The full key nests the arguments' value keys; memo keys hash it on every lookup, so a
-        # specific frame is known by a small number instead.
-        frame.key = self._frame_numbers.setdefault(frame.key, len(self._frame_numbers))
-        seen = self._contexts.setdefault(id(function), set())
-        if frame.key not in seen:
-            if len(seen) >= _MAX_CONTEXTS:
-                return self.generic_frame(function)
-            seen.add(frame.key)
-        return frame
-
-    # -- call sites ----------------------------------------------------------------------------
-    def _sites(self, function: cst.FunctionDef) -> list:
-        """(call, {param id: argument expression or Value}, caller frame) for each call of
-        `function` in this file."""
-        key = id(function)
-        found = self._call_sites.get(key)
-        if found is not None:
-            return found
-        self._call_sites[key] = []  # recursion guard
-        found = []
-        name = function.name.value
-        klass = self.sem.class_of_method(function)
-        targets = self._calls_named(name if name != "__init__" or klass is None else klass.name.value)
-        for call in targets:
-            if klass is None:
-                callee = self._local_function_of_call(call)
-                if callee is not function:
-                    continue
-                binding = _bind(function, call, skip_self=False)
-            elif name == "__init__":
-                if not (type(call.func) is cst.Name and klass in self._classes_named(call.func.value)):
-                    continue
-                binding = _bind(function, call, skip_self=True)
-            else:
-                receiver = call.func.value if type(call.func) is cst.Attribute else None
-                if receiver is None:
-                    continue
-                owner = self.of(receiver)
-                if owner.kind not in (MODULE, INSTANCE) or owner.module is None and owner.detail is None:
-                    continue
-                owner_class = owner.module.klass if owner.module is not None else owner.detail
-                if owner_class is None or self.method(owner_class, name) is not function:
-                    continue
-                binding = _bind(function, call, skip_self=not self._is_static(function))
-            if binding is None:
-                continue
-            found.append((call, binding, self.frame_of(call)))
-        # `model.apply(fn)` calls `fn` on every submodule.
-        for call in self._calls_named("apply"):
-            if len(call.args) == 1 and type(call.args[0].value) is cst.Name and klass is None \
-                    and self._local_function_named(call.args[0].value) is function:
-                params = _positional_params(function)
-                if params:
-                    found.append((call, {id(params[0]): Value(MODULE, AG_NONE, module=ModuleInfo())},
-                                  self.frame_of(call)))
-        self._call_sites[key] = found
-        return found
-
-    def _calls_named(self, name: str) -> List[cst.Call]:
-        table = self.sem.__dict__.get("_calls_by_callee_name")
-        if table is None:
-            table = {}
-            for call in self.index.nodes(cst.Call):
-                func = call.func
-                spelled = func.value if type(func) is cst.Name else (
-                    func.attr.value if type(func) is cst.Attribute else None)
-                if spelled is not None:
-                    table.setdefault(spelled, []).append(call)
-            self.sem.__dict__["_calls_by_callee_name"] = table
-        return table.get(name, [])
-
-    def _escapes_function(self, function: cst.FunctionDef) -> bool:
-        """Whether `function` is used other than by calling it here (passed as a callback,
-        decorated by something that may call it anyhow), so its callers are not all known."""
-        key = id(function)
-        found = self._escapes.get(key)
-        if found is not None:
-            return found
-        escapes = False
-        for decorator in function.decorators:
-            spelled = dotted_name(decorator.decorator if type(decorator.decorator) is not cst.Call
-                                  else decorator.decorator.func)
-            qualified = self.sem.qualified_name(decorator.decorator if type(decorator.decorator) is not cst.Call
-                                                else decorator.decorator.func)
-            if spelled not in _TRANSPARENT_DECORATORS and qualified not in _TRANSPARENT_DECORATORS:
-                escapes = True
-        name = function.name.value
-        if not escapes:
-            for use in self.index.names_spelled(name):
-                if use is function.name:
-                    continue
-                parent = self.index.parent.get(use)
-                if type(parent) is cst.Call and parent.func is use:
-                    continue
-                if type(parent) is cst.Attribute and parent.attr is use:
-                    grand = self.index.parent.get(parent)
-                    if type(grand) is cst.Call and grand.func is parent:
-                        continue
-                if type(parent) is cst.Arg and parent.keyword is use:
-                    continue  # `MNIST(..., train=True)` names a keyword, not the function
-                if type(parent) is cst.Arg:
-                    call = self.index.parent.get(parent)
-                    if type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == "apply":
-                        continue
-                if type(parent) in (cst.ImportAlias, cst.AsName):
-                    continue
-                if type(parent) in (cst.FunctionDef, cst.ClassDef) and parent.name is use:
-                    continue  # another def of the same name
-                escapes = True
-                break
-        self._escapes[key] = escapes
-        return escapes
-
-    def _local_function_of_call(self, call: cst.Call) -> Optional[cst.FunctionDef]:
-        if type(call.func) is not cst.Name:
-            return None
-        return self._local_function_named(call.func)
-
-    def _local_function_named(self, name: cst.Name) -> Optional[cst.FunctionDef]:
-        bindings = self.scopes.lookup(name.value, name)
-        if not bindings or any(b.kind != "def" for b in bindings):
-            return None
-        functions = [b.node for b in bindings]
-        return functions[0] if len(functions) == 1 else None
-
-    def _classes_named(self, name: str) -> List[cst.ClassDef]:
-        if self._classes_by_name is None:
-            table: Dict[str, List[cst.ClassDef]] = {}
-            for klass in self.index.nodes(cst.ClassDef):
-                table.setdefault(klass.name.value, []).append(klass)
-            self._classes_by_name = table
-        return self._classes_by_name.get(name, [])
-
-    # -- attributes ----------------------------------------------------------------------------
-    def _attribute(self, node: cst.Attribute, frame: Frame) -> Value:
-        qualified = self.sem.qualified_name(node)
-        if qualified is not None:
-            return self._constant(qualified, node)
-        attr = node.attr.value
-        owner = self.value(node.value, frame)
-        return self.attribute_of(owner, attr, node, frame)
-
-    def attribute_of(self, owner: Value, attr: str, node: cst.CSTNode, frame: Frame) -> Value:
-        kind = owner.kind
-        if kind == BOTTOM:
-            return owner
-        if kind in (MODULE, INSTANCE):
-            klass = owner.module.klass if owner.module is not None else owner.detail
-            if type(klass) is cst.ClassDef:
-                if self.attribute_writes(klass, attr):
-                    value = self.class_attribute(klass, attr)
-                    if value.kind == MODULE and value.device is None and owner.device is not None:
-                        value = value.but(device=owner.device)
-                    return value
-                method = self.method(klass, attr)
-                if method is not None:
-                    return Value(FUNCTION, AG_NONE, detail=method, site=owner)
-            if kind == MODULE:
-                return self._module_attribute(owner, attr)
-            return UNKNOWN_VALUE
-        if kind in TENSOR_KINDS or kind == INPUT or kind == BATCH:
-            return self._tensor_attribute(owner, attr, node, frame)
-        if kind == UNKNOWN and attr == "data":
-            # Only tensors (and parameters) have a `.data` used as one: a tensor of unknown origin.
-            return Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=owner.device)
-        if kind == OPTIMIZER and attr == "param_groups":
-            group = Value(CONTAINER, AG_NONE, detail="param_group",
-                          element=Value(CONTAINER, AG_NONE, element=self._parameter(None, owner.device)))
-            return Value(CONTAINER, AG_NONE, element=group)
-        if kind == CLASS and type(owner.detail) is cst.ClassDef:
-            method = self.method(owner.detail, attr)
-            if method is not None:
-                return Value(FUNCTION, AG_NONE, detail=method)
-        return UNKNOWN_VALUE
-
-    def _module_attribute(self, owner: Value, attr: str) -> Value:
-        info = owner.module
-        if attr in ("weight", "bias") and info is not None and (info.klass is None or info.qualified):
-            if info.stateless:
-                return UNKNOWN_VALUE
-            return self._parameter(owner.site, owner.device)
-        if attr == "training":
-            return NUMBER_VALUE
-        if info is not None and info.qualified is not None and info.qualified.startswith("torchvision.models."):
-            return Value(MODULE, AG_NONE, module=ModuleInfo(stochastic=self._torchvision_part(owner, attr)),
-                         device=owner.device)
-        return UNKNOWN_VALUE
-
-    def _torchvision_part(self, model: Value, part: str) -> Optional[str]:
-        """`alexnet().classifier` holds Dropout: the description, unless the constructor call
-        passes the keyword that could take the layer out (`dropout=`, `norm_layer=`)."""
-        found = api.torchvision_stochastic_part(model.module.qualified, part)
-        if found is None or type(model.site) is not cst.Call:
-            return None
-        layer, keyword = found
-        if any(arg.star or arg.keyword is not None and arg.keyword.value == keyword for arg in model.site.args):
-            return None
-        member = model.module.qualified.rsplit(".", 1)[-1]
-        return f"{layer} (torchvision {member}'s `{part}`)"
-
-    def _parameter(self, owner_site, device) -> Value:
-        return Value(PARAMETER, AG_LEAF, LAYOUT_CONTIGUOUS, device=device, site=owner_site)
-
-    def _tensor_attribute(self, owner: Value, attr: str, node, frame) -> Value:
-        if attr in api.TRANSPOSING_ATTRIBUTES:
-            return self._transposed(owner, attr, (), node)
-        if attr == "data":
-            return owner.but(autograd=AG_NONE, kind=TENSOR, activation=None, alias=None)
-        if attr == "grad":
-            return Value(TENSOR, AG_NONE, LAYOUT_CONTIGUOUS, device=owner.device, optional=True)
-        if attr in ("real", "imag"):
-            return owner.but(layout=LAYOUT_NOT_KNOWN)
-        if attr == "shape":
-            return Value(CONTAINER, AG_NONE, element=NUMBER_VALUE, detail="shape")
-        if attr == "dtype":
-            return Value(DTYPE, AG_NONE, detail=owner.dtype)
-        if attr == "device":
-            return Value(DEVICE, AG_NONE, detail=owner.device)
-        if attr in ("ndim", "requires_grad", "is_cuda", "is_leaf", "grad_fn"):
-            return NUMBER_VALUE if attr != "grad_fn" else UNKNOWN_VALUE
-        return UNKNOWN_VALUE
-
-    def _constant(self, qualified: str, node: cst.CSTNode) -> Value:
-        member = api.torch_member(qualified)
-        if qualified.startswith("torch.") and qualified.count(".") == 1 and api.is_dtype_name(member):
-            return Value(DTYPE, AG_NONE, detail=member)
-        return UNKNOWN_VALUE
-
-    def _compute_class_attribute(self, klass: cst.ClassDef, name: str) -> Value:
-        writes = self.attribute_writes(klass, name)
-        if not writes:
-            return UNKNOWN_VALUE
-        values = []
-        for value_expr, target, path, method in writes:
-            if isinstance(value_expr, Value):
-                values.append(value_expr)
-                continue
-            if value_expr is None:
-                values.append(UNKNOWN_VALUE)
-                continue
-            frame = self.generic_frame(method) if method is not None else self._module_frame
-            value = self.value(value_expr, frame)
-            if path is None:
-                value = Value(CONTAINER, AG_NONE, element=self._iterate(value))
-            elif path:
-                value = self._element_at(value, path)
-            values.append(value)
-        return join_all(values)
-
-    def _writes_of(self, klass: cst.ClassDef) -> Dict[str, list]:
-        """attr -> [(value expression | Value | None, target, path, method)] for one class."""
-        key = id(klass)
-        found = self._class_writes.get(key)
-        if found is not None:
-            return found
-        found = {}
-        index = self.index
-        for statement in klass.body.body:
-            if type(statement) is cst.SimpleStatementLine:
-                for small in statement.body:
-                    if type(small) is cst.Assign:
-                        for target in small.targets:
-                            if type(target.target) is cst.Name:
-                                found.setdefault(target.target.value, []).append((small.value, target.target, (), None))
-                    elif type(small) is cst.AnnAssign and type(small.target) is cst.Name and small.value is not None:
-                        found.setdefault(small.target.value, []).append((small.value, small.target, (), None))
-        for attribute in index.descendants(klass, cst.Attribute):
-            receiver = attribute.value
-            if type(receiver) is not cst.Name or receiver.value != "self":
-                continue
-            method = self.sem.method_of(attribute)
-            if method is None or self.sem.class_of_method(method) is not klass:
-                continue
-            parent = index.parent.get(attribute)
-            path: Optional[Tuple[int, ...]] = ()
-            child = attribute
-            trail: List[int] = []
-            while type(parent) in (cst.Element, cst.StarredElement, cst.Tuple, cst.List):
-                if type(parent) is cst.StarredElement:
-                    path = None
-                if type(parent) in (cst.Tuple, cst.List):
-                    trail.append(next(i for i, e in enumerate(parent.elements) if e is child))
-                child, parent = parent, index.parent.get(parent)
-            if path is not None:
-                path = tuple(reversed(trail))
-            name = attribute.attr.value
-            kind = type(parent)
-            if kind is cst.AssignTarget and parent.target is child:
-                statement = index.parent.get(parent)
-                found.setdefault(name, []).append((statement.value, attribute, path, method))
-            elif kind is cst.AnnAssign and parent.target is child and parent.value is not None:
-                found.setdefault(name, []).append((parent.value, attribute, path, method))
-            elif kind is cst.AugAssign and parent.target is child:
-                found.setdefault(name, []).append((None, attribute, (), method))
-        for call in index.descendants(klass, cst.Call):
-            func = call.func
-            if type(func) is not cst.Attribute or type(func.value) is not cst.Name or func.value.value != "self":
-                continue
-            if func.attr.value in ("register_buffer", "register_parameter", "add_module", "register_module") \
-                    and len(call.args) >= 2 and type(call.args[0].value) is cst.SimpleString:
-                name = string_text(call.args[0].value)
-                method = self.sem.method_of(call)
-                if name is not None:
-                    found.setdefault(name, []).append((call.args[1].value, call, (), method))
-        for call in index.descendants(klass, cst.Call):
-            if type(call.func) is cst.Name and call.func.value == "setattr" and len(call.args) == 3 \
-                    and type(call.args[0].value) is cst.Name and call.args[0].value.value == "self":
-                first = call.args[1].value
-                if type(first) is cst.SimpleString:
-                    name = string_text(first)
-                    if name is not None:
-                        found.setdefault(name, []).append((call.args[2].value, call, (), self.sem.method_of(call)))
-                else:
-                    found.setdefault("*", []).append((None, call, (), None))
-        self._class_writes[key] = found
-        return found
-
-    def _mro(self, klass: cst.ClassDef) -> List[cst.ClassDef]:
-        order = [klass]
-        pending = [klass]
-        while pending:
-            current = pending.pop(0)
-            for base in current.bases:
-                if type(base.value) is cst.Name:
-                    for other in self._classes_named(base.value.value):
-                        if other not in order:
-                            order.append(other)
-                            pending.append(other)
-        return order
-
-    def _is_base(self, base: cst.BaseExpression, names) -> bool:
-        qualified = self.sem.qualified_name(base)
-        return qualified is not None and qualified in names
-
-    def instance_of(self, klass: cst.ClassDef, site) -> Value:
-        if self.sem.is_module_class(klass):
-            return Value(MODULE, AG_NONE, module=ModuleInfo(klass=klass), site=site, dtype="float32")
-        if any(self._is_base(base.value, api.OPTIMIZER_BASES) for base in klass.bases):
-            return Value(OPTIMIZER, AG_NONE, site=site, detail=klass)
-        return Value(INSTANCE, AG_NONE, detail=klass, site=site)
-
-    def _class_stochastic(self, klass: cst.ClassDef) -> Optional[str]:
-        key = ("stochastic", id(klass))
-        cached = self._memo.get(key)
-        if cached is not None:
-            return cached.detail
-        self._memo[key] = Value(UNKNOWN, detail=None)  # recursion guard
-        found = None
-        for each in self._mro(klass):
-            for name in self._writes_of(each):
-                value = self.class_attribute(klass, name)
-                candidates = [value]
-                if value.kind == CONTAINER and value.element is not None:
-                    candidates.append(value.element)
-                for candidate in candidates:
-                    if candidate.kind == MODULE and candidate.module is not None:
-                        if candidate.module.klass is klass:
-                            continue
-                        layer = self.stochastic_layer(candidate)
-                        if layer is not None:
-                            found = layer if candidate.module.klass is not None else f"{layer} in `{klass.name.value}`"
-                            break
-                if found:
-                    break
-            if found:
-                break
-        self._memo[key] = Value(UNKNOWN, detail=found)
-        return found
 
     # -- subscripts ----------------------------------------------------------------------------
     def _subscript(self, node: cst.Subscript, frame: Frame) -> Value:
@@ -1433,7 +804,16 @@ class Values(TorchSemantics):
         kind = type(func)
         if kind is cst.Name or kind is cst.Attribute:
             qualified = self.sem.qualified_name(func)
+            if qualified is None and self.sem.project is not None and self.scopes.relative_imports:
+                qualified = self.scopes.import_name(func)  # `from .layers import PatchEmbed`
+            if qualified is None and kind is cst.Name and self.scopes.star_imports:
+                fact = self._star_imported(func)  # `from models import *`
+                if fact is not None:
+                    return self._project_call(fact, call, frame)
             if qualified is not None:
+                fact = self._project_fact(qualified)
+                if fact is not None:
+                    return self._project_call(fact, call, frame)
                 return self._library_call(qualified, call, frame)
         if kind is cst.Name:
             builtin = self._builtin_call(func.value, call, frame)
@@ -1645,50 +1025,6 @@ class Values(TorchSemantics):
 
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-def _positional_params(function: cst.FunctionDef) -> List[cst.Param]:
-    params = function.params
-    return list(params.posonly_params) + list(params.params)
-
-
-def _all_params(function: cst.FunctionDef) -> List[cst.Param]:
-    params = function.params
-    found = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
-    for star in (params.star_arg, params.star_kwarg):
-        if type(star) is cst.Param:
-            found.append(star)
-    return found
-
-
-def _bind(function: cst.FunctionDef, call: cst.Call, skip_self: bool) -> Optional[Dict[int, cst.BaseExpression]]:
-    """{param id: argument expression} for `call` of `function`; None when the call unpacks
-    arguments (`*args`, `**kwargs`) in a way that hides which parameter gets what."""
-    positional = _positional_params(function)
-    if skip_self:
-        positional = positional[1:]
-    keyword_params = {p.name.value: p for p in positional + list(function.params.kwonly_params)}
-    binding: Dict[int, cst.BaseExpression] = {}
-    position = 0
-    for arg in call.args:
-        if arg.star:
-            return None
-        if arg.keyword is not None:
-            param = keyword_params.get(arg.keyword.value)
-            if param is not None:
-                binding[id(param)] = arg.value
-            continue
-        if position < len(positional):
-            binding[id(positional[position])] = arg.value
-            position += 1
-    return binding
 
 
 def _index_kind(node: cst.Subscript) -> Tuple[bool, bool]:

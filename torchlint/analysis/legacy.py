@@ -8,13 +8,24 @@ imports torch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-if TYPE_CHECKING:
-    from torchlint.analysis.semantic import Semantic
+
+class SemanticModel(Protocol):
+    """What this module asks of the semantic model (`torchlint.analysis.semantic.Semantic`, not
+    imported: it builds the value model, which uses this module)."""
+
+    module: cst.Module
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        ...
+
+    def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
+        ...
+
 
 LEGACY_REDUCTION_ARGS = ("size_average", "reduce")
 _R = ("size_average", "reduce", "reduction")
@@ -65,7 +76,7 @@ _LOSS_FUNCTIONS: Dict[str, Tuple[str, ...]] = {
 UNKNOWN = object()  # a flag whose value is not a literal
 
 
-def loss_parameters(sem: "Semantic", call: cst.Call) -> Optional[Tuple[str, ...]]:
+def loss_parameters(sem: "SemanticModel", call: cst.Call) -> Optional[Tuple[str, ...]]:
     """The parameter names of the torch loss class or function `call` calls, when it is one that
     takes `size_average`/`reduce`."""
     name = sem.qualified_name(call.func)
@@ -115,7 +126,7 @@ def reduction_for(size_average, reduce) -> str:
     return "sum" if reduce else "none"
 
 
-def effective_reduction(sem: "Semantic", call: cst.Call) -> Optional[str]:
+def effective_reduction(sem: "SemanticModel", call: cst.Call) -> Optional[str]:
     """The reduction a torch loss construction or functional loss call applies ("mean", "sum",
     "none"), or None when it cannot be told from the literals written."""
     parameters = loss_parameters(sem, call)
@@ -170,7 +181,7 @@ def with_arguments(call: cst.Call, args: List[cst.Arg]) -> cst.Call:
     return call.with_changes(args=fixed)
 
 
-def render_in_place(sem: "Semantic", original: cst.CSTNode, replacement: cst.CSTNode) -> str:
+def render_in_place(sem: "SemanticModel", original: cst.CSTNode, replacement: cst.CSTNode) -> str:
     """`replacement`'s code as it would read where `original` stands (its lines indented like
     the blocks around `original`), for a Replace edit of `original`. A Replace edit covers a
     node without its own parentheses, so the replacement is rendered without them."""

@@ -74,6 +74,8 @@ class Scopes:
         self._bindings: Optional[Dict[cst.CSTNode, Dict[str, List[Binding]]]] = None
         self._qualified: Dict[int, Optional[str]] = {}
         self._imported_names: Optional[frozenset] = None
+        self.relative_imports: Dict[tuple, str] = {}  # (id(scope), name) -> ".layers.PatchEmbed"
+        self.star_imports: List[str] = []  # modules of `from models import *` at module level
 
     # -- which scope a node is in -------------------------------------------------------------
     def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
@@ -142,7 +144,32 @@ class Scopes:
                     self._add(table, scope, Binding(top, "import", node, top))
         for node in index.nodes(cst.ImportFrom):
             scope = self.scope_of(node)
-            if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            if isinstance(node.names, cst.ImportStar):
+                if type(scope) is cst.Module and (node.module is not None or node.relative):
+                    inner = dotted_name(node.module) if node.module is not None else ""
+                    if inner is not None:
+                        self.star_imports.append("." * len(node.relative) + inner)
+                continue
+            if node.relative:
+                # `from .layers import PatchEmbed`: qualified as `.layers.PatchEmbed` (one dot per
+                # level), which only the project layer resolves.
+                dots = "." * len(node.relative)
+                inner = dotted_name(node.module) if node.module is not None else None
+                if node.module is not None and inner is None:
+                    continue
+                base = f"{dots}{inner}" if inner else dots[:-1] if len(dots) > 1 else ""
+                for alias in node.names:
+                    if not isinstance(alias.name, cst.Name):
+                        continue
+                    name = alias.name.value
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                        name = alias.asname.name.value
+                    full = f"{base}.{alias.name.value}" if base else f".{alias.name.value}"
+                    # No qualified name (it is not torch's), but the project layer resolves it.
+                    self._add(table, scope, Binding(name, "import", node, None))
+                    self.relative_imports[(id(scope), name)] = full
+                continue
+            if node.module is None:
                 continue
             base = dotted_name(node.module)
             for alias in node.names:
@@ -264,6 +291,27 @@ class Scopes:
             if any(b.kind == "param" for b in bindings):
                 return None
         base = imports[0].qualified_name
+        if base is None:
+            return None  # a relative import: see `import_name`
+        return f"{base}.{rest}" if rest else base
+
+    def import_name(self, node: cst.CSTNode) -> Optional[str]:
+        """The qualified name of `node` including relative imports (`PatchEmbed` after `from
+        .layers import PatchEmbed` is `.layers.PatchEmbed`, one dot per level): what the project
+        layer resolves. `qualified_name` leaves relative imports unresolved."""
+        found = self.qualified_name(node)
+        if found is not None or not self.relative_imports:
+            return found
+        dotted = dotted_name(node) if type(node) in _NAME_TYPES else None
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        located = self.binding_scope(head, node)
+        if located is None:
+            return None
+        base = self.relative_imports.get((id(located[0]), head))
+        if base is None:
+            return None
         return f"{base}.{rest}" if rest else base
 
     def qualified_name(self, node: cst.CSTNode) -> Optional[str]:

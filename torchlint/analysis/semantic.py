@@ -7,12 +7,13 @@ requiring grad, an optimizer or a module, the answer is "no", so that rules stay
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Callable, Dict, Iterator, List, Optional, Set
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 
 import libcst as cst
 
 from libcst._nodes.internal import CodegenState
 
+from torchlint.analysis.calls import is_true, keyword, method_call, method_call_in  # noqa: F401 (re-exported)
 from torchlint.analysis.flow import Def
 from torchlint.analysis.index import Index
 from torchlint.analysis.scopes import Scopes, dotted_name
@@ -26,39 +27,15 @@ _COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
 _LOOP_BARRIERS = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 
-def is_true(node: Optional[cst.BaseExpression]) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
-
-
-def keyword(call: cst.Call, name: str) -> Optional[cst.BaseExpression]:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == name:
-            return arg.value
-    return None
-
-
-def method_call(node: cst.CSTNode, *names: str) -> bool:
-    """`<x>.name(...)` for one of `names`."""
-    # Exact type checks: isinstance on LibCST classes goes through ABCMeta, and this runs on
-    # every call of every file.
-    return (
-        type(node) is cst.Call
-        and type(node.func) is cst.Attribute
-        and (not names or node.func.attr.value in names)
-    )
-
-
-def method_call_in(node: cst.CSTNode, names) -> bool:
-    """`<x>.name(...)` for a name in the collection `names` (a set: no tuple is built per call,
-    as `method_call(node, *names)` would)."""
-    return type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in names
-
-
 class Semantic:
     """The semantic model of one module: names, scopes, modules, optimizers, grad mode, loops."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, path: Optional[str] = None, project: Any = None) -> None:
         self.module = module
+        self.path = path
+        # What the file imports from its own project (`torchlint.analysis.project.FileProject`,
+        # given by the engine), or None: a file linted without a path sees no other file.
+        self.project = project
         self.index = Index(module)
         self.scopes = Scopes(self.index)
         self._module_classes: Optional[Set[cst.ClassDef]] = None
@@ -111,6 +88,14 @@ class Semantic:
 
             found = self.__dict__["_values"] = Values(self)
         return found
+
+    def elsewhere(self, node: Optional[cst.CSTNode]) -> Optional[str]:
+        """Where `node` stands when it belongs to another file of the project ("utils.py:5"):
+        a fact the value model took from there (a helper's `.permute()`). None for this file's
+        nodes."""
+        if node is None or self.project is None or node in self.index.order:
+            return None
+        return self.project.elsewhere(node)
 
     # -- names ------------------------------------------------------------------------------
     def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
@@ -298,9 +283,17 @@ class Semantic:
     def _is_module_base(self, base: cst.BaseExpression) -> bool:
         name = self.qualified_name(base)
         if name is None:
-            return False
+            if self.project is None:
+                return False
+            name = self.scopes.import_name(base)  # `class Net(Base)` after `from .base import Base`
+            if name is None:
+                return False
         if name in _MODULE_BASES:
             return True
+        if self.project is not None:
+            fact = self.project.fact(name)
+            if fact is not None and fact.kind == "module class":
+                return True  # `class Net(BaseNet)`, `BaseNet` an nn.Module of another project file
         parts = name.split(".")
         return (
             len(parts) == 3 and parts[:2] == ["torch", "nn"] and parts[2][:1].isupper()

@@ -11,13 +11,20 @@ Anything else is unknown, and every answer here is "not known" then.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Protocol, Sequence, Tuple
 
 import libcst as cst
 
 if TYPE_CHECKING:
-    from torchlint.analysis.semantic import Semantic
     from torchlint.analysis.value import Layout
+
+
+class SemanticModel(Protocol):
+    """What this module asks of the semantic model (`torchlint.analysis.semantic.Semantic`, not
+    imported: it builds the value model, which uses this module)."""
+
+    def reaching_definition(self, name: cst.Name) -> Optional[Any]:
+        ...
 
 
 @dataclass(frozen=True)
@@ -28,7 +35,7 @@ class Dim:
     size: cst.BaseExpression
     bound_by: Optional[cst.CSTNode] = None
 
-    def is_spelled_by(self, sem: "Semantic", expr: cst.BaseExpression) -> bool:
+    def is_spelled_by(self, sem: "SemanticModel", expr: cst.BaseExpression) -> bool:
         """`expr` is certainly this dimension's size: the same name, bound by the same definition."""
         if self.bound_by is None:
             return same_value(sem, expr, self.size)
@@ -38,7 +45,7 @@ class Dim:
         return definition is not None and definition.statement is self.bound_by
 
 
-def same_value(sem: "Semantic", a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+def same_value(sem: "SemanticModel", a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
     """`a` and `b` are the same name certainly bound by the same definition at both places."""
     if not (isinstance(a, cst.Name) and isinstance(b, cst.Name)) or a.value != b.value:
         return False
@@ -74,7 +81,7 @@ def _view_sizes(view: cst.Call) -> Optional[List[Tuple[cst.BaseExpression, bool]
             if not (plain and isinstance(size, cst.Integer) and _int(size) == 1)]
 
 
-def _match_ends(sem: "Semantic", dims: Sequence[Dim], sizes) -> Tuple[int, int, int, int]:
+def _match_ends(sem: "SemanticModel", dims: Sequence[Dim], sizes) -> Tuple[int, int, int, int]:
     """Dimensions kept as they are, matched from both ends: (low, high, first, last) bound the
     dimensions `dims[low:high]` and sizes `sizes[first:last]` left unmatched."""
     def same(size, dim: Dim) -> bool:
@@ -89,7 +96,7 @@ def _match_ends(sem: "Semantic", dims: Sequence[Dim], sizes) -> Tuple[int, int, 
     return low, high, first, last
 
 
-def view_only_splits(sem: "Semantic", dims: Sequence[Dim], view: cst.Call) -> bool:
+def view_only_splits(sem: "SemanticModel", dims: Sequence[Dim], view: cst.Call) -> bool:
     """Whether `view` (on a tensor of dimensions `dims`, strides arbitrary) certainly keeps
     every dimension, splits at most one and adds size-1 ones: such a view never needs a copy.
 
@@ -102,7 +109,7 @@ def view_only_splits(sem: "Semantic", dims: Sequence[Dim], view: cst.Call) -> bo
     return high - low <= 1
 
 
-def view_merges_across_break(sem: "Semantic", dims: Sequence[Dim], order: Sequence[int], view: cst.Call) -> bool:
+def view_merges_across_break(sem: "SemanticModel", dims: Sequence[Dim], order: Sequence[int], view: cst.Call) -> bool:
     """Whether `view` must merge, into one size, dimensions of `dims` (laid out in memory in
     `order`) that do not lie next to each other in memory: after the sizes the view keeps at both
     ends, the rest of the input goes into a single size (`-1`) across a broken boundary.

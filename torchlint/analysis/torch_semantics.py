@@ -29,6 +29,8 @@ from torchlint.analysis.value import (
 )
 
 _NON_DIM_KEYWORDS = ("dtype", "keepdim", "out")
+# Kinds that certainly are not tensors (nor hold one): they never carry a graph into a result.
+_NOT_TENSORS = frozenset({NUMBER, STRING, NONE, DTYPE, DEVICE, BOTTOM})
 
 class TorchSemantics:
     """The values torch's API returns (see the module docstring)."""
@@ -37,7 +39,7 @@ class TorchSemantics:
         mode = self.grad_mode(node, frame)
         if not differentiable or mode == GRAD_OFF:
             return AG_NONE
-        tensors = [v for v in inputs if v.kind not in (NUMBER, STRING, NONE, DTYPE, DEVICE, BOTTOM)]
+        tensors = [v for v in inputs if v.kind not in _NOT_TENSORS]
         if not tensors:
             return AG_NONE
         if any(v.requires_grad for v in tensors):
@@ -378,7 +380,9 @@ class TorchSemantics:
         if mode == GRAD_OFF:
             autograd = AG_NONE
         else:
-            inputs = [t for t in tensors if t.kind in TENSOR_KINDS or t.kind == INPUT]
+            # Every operand that may be a tensor counts: one the analysis cannot see (the output
+            # of an imported model) may carry a graph, so it never makes the loss graph-free.
+            inputs = [t for t in tensors if t.kind not in _NOT_TENSORS]
             if inputs and all(t.autograd == AG_NONE for t in inputs):
                 autograd = AG_NONE
             else:
@@ -455,6 +459,14 @@ class TorchSemantics:
         layout = LAYOUT_CONTIGUOUS
         if first.layout.state in (PERMUTED, MAYBE_PERMUTED) and (member is None or member in api.LAYOUT_KEEPING_MODULES):
             layout = LAYOUT_MAYBE
+        if info is not None and info.output is not None:
+            # A class of another project file: its forward's layout (a ViT patch embedding's
+            # `x.flatten(2).transpose(1, 2)`), when what goes in is laid out in order.
+            if info.output.layout.state != PERMUTED or all(
+                    v.layout.state == CONTIGUOUS for v in inputs if v.kind in TENSOR_KINDS or v.kind == INPUT):
+                layout = info.output.layout if info.output.layout.state != LAYOUT_NOT_KNOWN.state else LAYOUT_MAYBE
+            else:
+                layout = LAYOUT_NOT_KNOWN
         activation = (info.activation, call) if info is not None and info.activation else None
         out = Value(TENSOR, autograd, layout, device=module.device or _common_device(inputs), activation=activation)
         if member in api.RECURRENT:
@@ -688,7 +700,7 @@ class TorchSemantics:
                 target = self.value(call.args[0].value, frame)
                 if method == "type_as":
                     device = target.device if target.kind in TENSOR_KINDS else None
-                elif target.kind != DTYPE:
+                elif target.kind != DTYPE and not _is_dtype(self.sem, call.args[0].value):
                     device = None
         autograd = tensor.autograd
         if autograd == AG_LEAF and change != _NO_CHANGE:
@@ -702,6 +714,15 @@ _NO_CHANGE, _MAY_CHANGE, _CHANGE = 0, 1, 2
 _LEGACY_TYPE = re.compile(r"^torch\.(cuda\.)?(Float|Double|Half|BFloat16|Long|Int|Short|Char|Byte|Bool)Tensor$")
 _LEGACY_DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16",
                   "Long": "int64", "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
+
+
+def _is_dtype(sem, expr: cst.BaseExpression) -> bool:
+    """`torch.float16`, `torch.long` (or their names as strings): a dtype, which moves nothing."""
+    if type(expr) is cst.SimpleString:
+        text = string_text(expr) or ""
+        return text.startswith("torch.") and api.is_dtype_name(text[6:])
+    qualified = sem.qualified_name(expr) or ""
+    return qualified.startswith("torch.") and qualified.count(".") == 1 and api.is_dtype_name(qualified[6:])
 
 
 def _legacy_tensor_type(sem, expr: cst.BaseExpression) -> Optional[Tuple[str, bool]]:

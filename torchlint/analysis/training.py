@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
-from torchlint.analysis.semantic import method_call, method_call_in
+from torchlint.analysis.backward import (  # noqa: F401 (re-exported: rules ask training for these)
+    _BACKWARD_OWNERS, _GRAPH_KEEPING, backward_target, backwarded_names, is_backward, last_identifier,
+)
+from torchlint.analysis.calls import method_call, method_call_in
 from torchlint.analysis.value import (
     CRITERION, GRAD_SCALER, INPUT, LOSS, MODULE, OPTIMIZER, PARAMETER, UNKNOWN, identity,
 )
@@ -30,25 +33,8 @@ _SCALER_NAME = re.compile(r"scaler", re.IGNORECASE)
 _CLEARING_NAMES = ("zero_grad", "clear_grad", "reset_grad", "zerograd", "grad_zero", "zero_all_grad")
 # Methods that clear a `.grad` tensor in place: `p.grad.zero_()`, `p.grad.data.zero_()`.
 _GRAD_CLEARING_METHODS = {"zero_", "detach_", "fill_", "mul_"}
-# Objects whose `.backward(loss)` runs backward on the argument (accelerate, Fabric, DeepSpeed).
-_BACKWARD_OWNERS = ("accelerator", "fabric", "engine", "deepspeed", "trainer", "strategy")
-# Tensor methods whose result still carries the receiver's graph: a backward on `loss.mean()`
-# reaches `loss`.
-_GRAPH_KEEPING = {
-    "mean", "sum", "cpu", "cuda", "to", "clone", "float", "double", "half", "bfloat16", "squeeze",
-    "unsqueeze", "view", "reshape", "flatten", "abs", "sqrt", "exp", "log", "mul", "div", "add",
-    "sub", "neg", "contiguous", "nansum", "nanmean",
-}
 
 Owners = Optional[FrozenSet[int]]  # modules (by construction site) whose gradients a call touches
-
-
-def last_identifier(expr: cst.BaseExpression) -> Optional[str]:
-    if isinstance(expr, cst.Name):
-        return expr.value
-    if isinstance(expr, cst.Attribute):
-        return expr.attr.value
-    return None
 
 
 # -- optimizers ---------------------------------------------------------------------------------
@@ -159,35 +145,6 @@ def manual_update(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.BaseExpres
 
 
 # -- backward and gradient clearing -------------------------------------------------------------
-def is_backward(sem: "Semantic", call: cst.CSTNode) -> bool:
-    """`loss.backward()`, `scaler.scale(loss).backward()`, `torch.autograd.backward(...)`,
-    `accelerator.backward(loss)`, `self.manual_backward(loss)`."""
-    if not isinstance(call, cst.Call):
-        return False
-    if sem.is_backward_call(call):
-        return True
-    return method_call(call, "manual_backward")
-
-
-def backward_target(sem: "Semantic", call: cst.Call) -> Optional[cst.BaseExpression]:
-    """The tensor a backward call differentiates: `t` in `t.backward()`,
-    `scaler.scale(t).backward()`, `accelerator.backward(t)`, `self.manual_backward(t)`,
-    `torch.autograd.backward(t)`."""
-    if not is_backward(sem, call):
-        return None
-    positional = [a.value for a in call.args if a.keyword is None and not a.star]
-    func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "backward" and not sem.is_torch(call, "torch.*"):
-        receiver = func.value
-        owner = last_identifier(receiver) or ""
-        if positional and any(k in owner.lower() for k in _BACKWARD_OWNERS):
-            return positional[0]
-        if method_call(receiver, "scale") and len(receiver.args) == 1:
-            return receiver.args[0].value
-        return receiver
-    return positional[0] if positional else None
-
-
 def _is_grad_attribute(expr: cst.BaseExpression) -> bool:
     return isinstance(expr, cst.Attribute) and expr.attr.value == "grad"
 
@@ -362,25 +319,6 @@ def is_loss_tensor(sem: "Semantic", expr: cst.BaseExpression) -> bool:
     under `no_grad` are not."""
     value = sem.values.of(expr)
     return value.kind == LOSS and not value.has_no_graph
-
-
-def backwarded_names(sem: "Semantic", scope: cst.CSTNode) -> Set[str]:
-    """Names `n` in `scope` (a function or the module) on which a backward pass runs."""
-    cache = sem.__dict__.setdefault("_training_backwarded", {})
-    found = cache.get(id(scope))
-    if found is None:
-        found = set()
-        for call in sem.index.descendants(scope, cst.Call) if not isinstance(scope, cst.Module) \
-                else sem.index.nodes(cst.Call):
-            if sem.scopes.scope_of(call) is not scope:
-                continue
-            target = backward_target(sem, call)
-            while method_call_in(target, _GRAPH_KEEPING):
-                target = target.func.value
-            if isinstance(target, cst.Name):
-                found.add(target.value)
-        cache[id(scope)] = found
-    return found
 
 
 def _mentions(sem: "Semantic", node: cst.CSTNode, name: str) -> bool:

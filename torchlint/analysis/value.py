@@ -305,28 +305,36 @@ def _identity(detail: Any) -> Any:
 
 class ModuleInfo:
     """What is known of a module: its class (`qualified` for torch/torchvision classes, `klass`
-    for a same-file class), the first Dropout/BatchNorm-like layer it holds (`stochastic`, a
+    for a same-file class; `origin` for a class of another project file), the first Dropout/BatchNorm-like layer it holds (`stochastic`, a
     description), whether it certainly has no parameters or buffers (`stateless`), the activation
     its output always ends in (`activation`: "softmax"/"sigmoid"), and its submodules when it is
     a container built here (`parts`)."""
 
-    __slots__ = ("qualified", "klass", "stochastic", "stateless", "activation", "parts", "_key")
+    __slots__ = ("qualified", "klass", "stochastic", "stateless", "activation", "parts", "output", "origin",
+                 "_key")
 
     def __init__(self, qualified: Optional[str] = None, klass: Any = None, stochastic: Optional[str] = None,
                  stateless: bool = False, activation: Optional[str] = None,
-                 parts: Optional[Tuple[Value, ...]] = None) -> None:
+                 parts: Optional[Tuple[Value, ...]] = None, output: Optional[Value] = None,
+                 origin: Optional[str] = None) -> None:
         self.qualified = qualified
         self.klass = klass
         self.stochastic = stochastic
         self.stateless = stateless
         self.activation = activation
         self.parts = parts
+        # A class of another project file (`torchlint.analysis.project`): what its forward
+        # returns (layout and rank; its graph is decided where it is called), and where the
+        # class is defined ("model.py:4").
+        self.output = output
+        self.origin = origin
         self._key = None
 
     def key(self) -> tuple:
         if self._key is None:
             self._key = (self.qualified, id(self.klass), self.stochastic, self.stateless, self.activation,
-                         None if self.parts is None else tuple(p.key() for p in self.parts))
+                         None if self.parts is None else tuple(p.key() for p in self.parts),
+                         None if self.output is None else self.output.key(), self.origin)
         return self._key
 
     def __eq__(self, other) -> bool:
@@ -354,9 +362,11 @@ def join_modules(a: Optional[ModuleInfo], b: Optional[ModuleInfo]) -> Optional[M
         return a
     stochastic = a.stochastic if a.stochastic is not None and b.stochastic is not None else None
     activation = a.activation if a.activation == b.activation else None
-    same_class = a.qualified == b.qualified and a.klass is b.klass
+    same_class = a.qualified == b.qualified and a.klass is b.klass and a.origin == b.origin
     return ModuleInfo(a.qualified if same_class else None, a.klass if same_class else None, stochastic,
-                      a.stateless and b.stateless, activation)
+                      a.stateless and b.stateless, activation,
+                      output=a.output if same_class and a.output == b.output else None,
+                      origin=a.origin if same_class else None)
 
 
 # -- constants ---------------------------------------------------------------------------------

@@ -93,6 +93,13 @@ def result_object(finding: Finding, index: Dict[str, int], root: Path) -> dict:
             "physicalLocation": {"artifactLocation": artifact_uri(finding.path, root), "region": region},
         }],
     }
+    if finding.related:  # facts from other project files the finding's proof uses
+        result["relatedLocations"] = [{
+            "id": number,
+            "message": {"text": label},
+            "physicalLocation": {"artifactLocation": artifact_uri(path, root),
+                                 "region": {"startLine": row, "startColumn": column}},
+        } for number, (path, row, column, label) in enumerate(finding.related, 1)]
     if finding.code in index:
         result["ruleIndex"] = index[finding.code]
     if finding.cell is not None:

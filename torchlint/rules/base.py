@@ -65,6 +65,8 @@ class Report:
     fix: Optional[FixSpec] = None
     # None: the rule's `default_severity`. Rules decide it per finding from the program's facts.
     severity: Optional[Severity] = None
+    # (path, row, column, label) of places in other project files the message names.
+    related: Tuple[Tuple[str, int, int, str], ...] = ()
 
 
 class RuleContext:
@@ -81,7 +83,16 @@ class RuleContext:
     def report(self, node: cst.CSTNode, message: str, fix: Optional[FixSpec] = None,
                severity: Optional[Severity] = None) -> None:
         assert self._rule is not None
-        self.reports.append(Report(self._rule, node, message, fix, severity))
+        self.reports.append(Report(self._rule, node, message, fix, severity, self._related(message)))
+
+    def _related(self, message: str) -> Tuple[Tuple[str, int, int, str], ...]:
+        """The other project files a message names ("model.py:4"): the value model took a fact
+        from there, so the finding carries them as related locations."""
+        project = self.semantic.project
+        if project is None or not project.origins:
+            return ()
+        return tuple((path, line, column, origin) for origin, (path, line, column) in sorted(project.origins.items())
+                     if origin in message)
 
     def code(self, node: cst.CSTNode) -> str:
         """The source text of `node` as the file has it, for messages that quote what the user

@@ -99,7 +99,8 @@ not flagged.
         source = layout.source
         via = ""
         if source is not receiver and source is not None:
-            via = f" (`{ctx.short(receiver, 30)}` comes from `{ctx.short(source, 40)}`)"
+            where = sem.elsewhere(source)  # a helper or forward of another project file
+            via = f" (`{ctx.short(receiver, 30)}` comes from `{ctx.short(source, 40)}`{', ' + where if where else ''})"
         always = shapes.every_size_above_one(dims)
         ctx.report(
             node.func.attr,

@@ -1,0 +1,182 @@
+"""Multi-file fixtures (`fixtures/project/<case>/`): the value model reads the user's own imported
+modules, and a file gets the same findings however it is linted: the CLI on the case directory,
+the CLI on that one file (what pre-commit passes), and the flake8 plugin on that file (what
+editors run). Findings are the `# expect:` markers in every file of the case; a case is checked
+for the codes its markers name (and those a `# checks: TLnnn` comment names)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from markers import compare, read_markers
+from torchlint.cli import main
+
+CASES_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "project"
+CASES = sorted(p for p in CASES_DIR.iterdir() if p.is_dir())
+_CHECKS = re.compile(r"#\s*checks:\s*(TL\d{3}(?:\s*,\s*TL\d{3})*)")
+
+
+def _files(case: Path):
+    return sorted(case.rglob("*.py"))
+
+
+def _codes(case: Path) -> set:
+    codes = set()
+    for path in _files(case):
+        text = path.read_text(encoding="utf-8")
+        codes.update(m.code for m in read_markers(text))
+        for match in _CHECKS.finditer(text):
+            codes.update(c.strip() for c in match.group(1).split(","))
+    return codes
+
+
+def _run(args, output_format="json"):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        target = Path(directory) / "out"
+        main(["--exit-zero", "-j", "1", "--output-format", output_format, "-o", str(target), *args])
+        text = target.read_text(encoding="utf-8") if target.exists() else ""
+    return json.loads(text) if text.strip() else []
+
+
+def _cli(paths, capsys=None, extra=()) -> list:
+    return _run(["--no-cache", *extra, *map(str, paths)])
+
+
+class _Finding:
+    def __init__(self, code, row, column, message):
+        self.code, self.message = code, message
+        self.start = type("L", (), {"row": row, "column": column})()
+
+
+def _check(path: Path, findings, codes) -> None:
+    source = path.read_text(encoding="utf-8")
+    mine = [f for f in findings if f.code in codes]
+    missing, unexpected = compare([m for m in read_markers(source) if m.code in codes], mine)
+    assert not missing and not unexpected, f"{path}: missing {missing}, unexpected {unexpected}"
+
+
+def _by_file(items) -> dict:
+    found = {}
+    for item in items:
+        found.setdefault(str(Path(item["filename"]).resolve()), []).append(
+            _Finding(item["code"], item["location"]["row"], item["location"]["column"], item["message"]))
+    return found
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_case_directory(case: Path, capsys) -> None:
+    codes = _codes(case)
+    found = _by_file(_cli([case], capsys))
+    for path in _files(case):
+        _check(path, found.get(str(path.resolve()), []), codes)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_each_file_alone(case: Path, capsys) -> None:
+    codes = _codes(case)
+    for path in _files(case):
+        found = _by_file(_cli([path], capsys))
+        _check(path, found.get(str(path.resolve()), []), codes)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_flake8_plugin_on_each_file(case: Path) -> None:
+    from torchlint.flake8_plugin import TorchLintChecker
+
+    codes = _codes(case) - {"TL901"}  # flake8 reports a syntax error itself (E999)
+    for path in _files(case):
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        results = TorchLintChecker(None, lines, str(path)).run()
+        findings = [_Finding(text.split()[0], row, column + 1, text) for row, column, text, _ in results]
+        _check(path, findings, codes)
+
+
+def test_messages_name_the_other_file(capsys) -> None:
+    found = _cli([CASES_DIR / "dropout_in_sibling" / "predict.py"], capsys)
+    assert [f["code"] for f in found] == ["TL107"]
+    assert "`Net` (model.py:4)" in found[0]["message"]
+    helper = _cli([CASES_DIR / "permuted_helper" / "train.py"], capsys)
+    assert "utils.py:5" in helper[0]["message"]
+
+
+def test_sarif_carries_the_other_file_as_a_related_location(capsys) -> None:
+    log = _run(["--no-cache", str(CASES_DIR / "dropout_in_sibling" / "predict.py")], "sarif")
+    (result,) = log["runs"][0]["results"]
+    (related,) = result["relatedLocations"]
+    assert related["physicalLocation"]["artifactLocation"]["uri"].endswith("dropout_in_sibling/model.py")
+    assert related["physicalLocation"]["region"]["startLine"] == 4
+
+
+def test_editing_the_sibling_relints_the_importer(tmp_path: Path, capsys) -> None:
+    case = tmp_path / "case"
+    shutil.copytree(CASES_DIR / "dropout_in_sibling", case)
+    cache = tmp_path / "cache"
+    args = ["--cache-dir", str(cache)]
+
+    def lint():
+        return [f["code"] for f in _run([*args, str(case)]) if f["code"] == "TL107"]
+
+    assert lint() == ["TL107"]
+    assert lint() == ["TL107"]  # from the cache
+    model = case / "model.py"
+    model.write_text(model.read_text().replace("self.drop = nn.Dropout(0.5)", "self.drop = nn.Identity()"))
+    assert lint() == []  # model.py changed: predict.py is linted again
+    model.write_text(model.read_text().replace("self.drop = nn.Identity()", "self.drop = nn.Dropout(0.5)"))
+    assert lint() == ["TL107"]
+
+
+def test_switched_off_the_project_is_not_read(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("TORCHLINT_NO_PROJECT", "1")
+    assert _cli([CASES_DIR / "permuted_helper" / "train.py"], capsys) == []
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_what_torchlint_run_lints(case: Path) -> None:
+    """`torchlint run script.py` lints the script with `runner.lint_file`: the same findings."""
+    from torchlint.config import Config
+    from torchlint.runner import lint_file
+
+    codes = _codes(case)
+    for path in _files(case):
+        result = lint_file(str(path), Config(root=case), ["TL"], [])
+        _check(path, [_Finding(f.code, f.start.row, f.start.column, f.message) for f in result.findings], codes)
+
+
+def test_creating_the_imported_module_relints_the_importer(tmp_path: Path) -> None:
+    case = tmp_path / "case"
+    shutil.copytree(CASES_DIR / "dropout_in_sibling", case)
+    model = case / "model.py"
+    text = model.read_text()
+    model.unlink()
+    args = ["--cache-dir", str(tmp_path / "cache"), str(case / "predict.py")]
+    assert [f["code"] for f in _run(args) if f["code"] == "TL107"] == []  # `Net` unknown: silent
+    model.write_text(text)
+    assert [f["code"] for f in _run(args) if f["code"] == "TL107"] == ["TL107"]
+
+
+BROKEN_MODEL = "import torch.nn as nn\n\n\nclass Net(nn.Module)\n    def __init__(self):\n        super().__init__()\n"
+
+
+def test_a_sibling_that_does_not_parse(tmp_path: Path) -> None:
+    """The importing file is linted as if the sibling were missing; the run reports one
+    diagnostic, the sibling's own syntax error (kept out of fixtures/: no fixture fails to parse)."""
+    case = tmp_path / "case"
+    shutil.copytree(CASES_DIR / "broken_sibling", case)
+    (case / "model.py").write_text(BROKEN_MODEL)
+    whole = [(Path(f["filename"]).name, f["code"], f["location"]["row"]) for f in _cli([case])]
+    assert sorted(whole) == [("model.py", "TL901", 4), ("train.py", "TL003", 19)]
+    alone = [(f["code"], f["location"]["row"]) for f in _cli([case / "train.py"])]
+    assert alone == [("TL003", 19)]
+    from torchlint.flake8_plugin import TorchLintChecker
+
+    lines = (case / "train.py").read_text().splitlines(keepends=True)
+    assert [(text.split()[0], row) for row, _, text, _ in TorchLintChecker(None, lines, str(case / "train.py")).run()] \
+        == [("TL003", 19)]

@@ -1,0 +1,79 @@
+"""Which tensors a backward pass runs on, judged from the syntax and the names the file imports:
+`loss.backward()`, `scaler.scale(loss).backward()`, `accelerator.backward(loss)`,
+`torch.autograd.backward(loss)`. The value model asks it (a value `.backward()` runs on has a
+graph); it needs only the semantic model's names, scopes and index, so it imports none of the
+analysis that asks it."""
+
+from __future__ import annotations
+
+from typing import Optional, Set
+
+import libcst as cst
+
+from torchlint.analysis.calls import method_call, method_call_in
+
+# Objects whose `.backward(loss)` runs backward on the argument (accelerate, Fabric, DeepSpeed).
+_BACKWARD_OWNERS = ("accelerator", "fabric", "engine", "deepspeed", "trainer", "strategy")
+# Tensor methods whose result still carries the receiver's graph: a backward on `loss.mean()`
+# reaches `loss`.
+_GRAPH_KEEPING = {
+    "mean", "sum", "cpu", "cuda", "to", "clone", "float", "double", "half", "bfloat16", "squeeze",
+    "unsqueeze", "view", "reshape", "flatten", "abs", "sqrt", "exp", "log", "mul", "div", "add",
+    "sub", "neg", "contiguous", "nansum", "nanmean",
+}
+
+
+def last_identifier(expr: cst.BaseExpression) -> Optional[str]:
+    if isinstance(expr, cst.Name):
+        return expr.value
+    if isinstance(expr, cst.Attribute):
+        return expr.attr.value
+    return None
+
+
+def is_backward(sem, call: cst.CSTNode) -> bool:
+    """`loss.backward()`, `scaler.scale(loss).backward()`, `torch.autograd.backward(...)`,
+    `accelerator.backward(loss)`, `self.manual_backward(loss)`."""
+    if not isinstance(call, cst.Call):
+        return False
+    if sem.is_backward_call(call):
+        return True
+    return method_call(call, "manual_backward")
+
+
+def backward_target(sem, call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The tensor a backward call differentiates: `t` in `t.backward()`,
+    `scaler.scale(t).backward()`, `accelerator.backward(t)`, `self.manual_backward(t)`,
+    `torch.autograd.backward(t)`."""
+    if not is_backward(sem, call):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    func = call.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "backward" and not sem.is_torch(call, "torch.*"):
+        receiver = func.value
+        owner = last_identifier(receiver) or ""
+        if positional and any(k in owner.lower() for k in _BACKWARD_OWNERS):
+            return positional[0]
+        if method_call(receiver, "scale") and len(receiver.args) == 1:
+            return receiver.args[0].value
+        return receiver
+    return positional[0] if positional else None
+
+
+def backwarded_names(sem, scope: cst.CSTNode) -> Set[str]:
+    """Names `n` in `scope` (a function or the module) on which a backward pass runs."""
+    cache = sem.__dict__.setdefault("_training_backwarded", {})
+    found = cache.get(id(scope))
+    if found is None:
+        found = set()
+        for call in sem.index.descendants(scope, cst.Call) if not isinstance(scope, cst.Module) \
+                else sem.index.nodes(cst.Call):
+            if sem.scopes.scope_of(call) is not scope:
+                continue
+            target = backward_target(sem, call)
+            while method_call_in(target, _GRAPH_KEEPING):
+                target = target.func.value
+            if isinstance(target, cst.Name):
+                found.add(target.value)
+        cache[id(scope)] = found
+    return found

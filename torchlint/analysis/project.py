@@ -1,0 +1,627 @@
+"""The user's project: what a linted file imports from its own sibling modules.
+
+A training script imports its model, helpers and configuration from files of the same project
+(`from model import Net`, `import utils as U`, `from .layers import PatchEmbed`, a package's
+`__init__.py` re-exporting a class). The value model asks this layer about such a name; the
+layer finds the module the way Python would for a script of the project, parses it once per
+process (LibCST, never executed), builds that file's own value model and summarises the name
+once:
+
+- a class: whether it is an `nn.Module`, the Dropout/BatchNorm layer it holds, what its `forward`
+  returns (its layout: `x.flatten(2).transpose(1, 2)`; its last activation);
+- a function: the value it returns, computed with generic arguments (a factory's model, a
+  helper's permuted tensor, a loss);
+- any other module-level name: its value (`device = torch.device(...)`).
+
+Module search path, as for a script run from the project: the linted file's directory, the
+project root (the nearest directory above it with pyproject.toml, setup.py, setup.cfg or .git,
+as `torchlint run` decides), the root's `src/`, and directories the file adds with a literal
+`sys.path.append/insert`. Files outside the root, in site-packages or a virtual environment are
+installed packages, not the user's: they stay unknown. A module that does not parse is unknown
+(its own lint reports the syntax error). Import cycles terminate: a name asked while it is being
+summarised is unknown.
+
+Every fact names where it comes from (`model.py:4`), so messages can say so; the files a lint
+read are recorded (path and content hash) for the cache key. Switch the layer off with the
+environment variable TORCHLINT_NO_PROJECT=1 (the seeded-bug harness measures it both ways).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from typing import Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.value import (
+    AG_NONE, AG_UNKNOWN, CONTAINER, MODULE, TENSOR_KINDS, UNKNOWN, ModuleInfo, Value,
+)
+
+_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+_INSTALLED_PARTS = frozenset({"site-packages", "dist-packages", "node_modules", ".tox", ".nox"})
+# Import roots that are never the user's: the libraries the value model knows by name.
+_LIBRARY_ROOTS = frozenset({
+    "torch", "torchvision", "torchaudio", "torchtext", "numpy", "np", "os", "sys", "math", "re", "time",
+    "json", "typing", "collections", "itertools", "functools", "argparse", "logging", "random", "copy",
+    "pathlib", "tqdm", "shutil", "pickle", "abc", "dataclasses", "warnings", "contextlib", "enum",
+    "lightning", "pytorch_lightning", "transformers", "timm", "accelerate", "PIL", "matplotlib",
+    "pandas", "scipy", "sklearn", "wandb", "tensorboard", "yaml", "glob", "subprocess",
+})
+MAX_FILES = 200  # project modules summarised for one linted file's imports (transitively)
+
+
+def enabled() -> bool:
+    return not os.environ.get("TORCHLINT_NO_PROJECT")
+
+
+def find_root(path: str) -> str:
+    """The project root of `path` (the same as `torchlint run`'s)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    current = directory
+    while True:
+        if any(os.path.exists(os.path.join(current, marker)) for marker in _ROOT_MARKERS):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return directory
+        current = parent
+
+
+# -- facts ---------------------------------------------------------------------------------------
+class Fact:
+    """What a project module says of one name: `kind` "module class", "class", "function" or
+    "value"; `value` (for a function its return value, for a value the value itself, for a module
+    class an instance's value); `origin` ("model.py:4") and `location` (absolute path, line,
+    column) of its definition; `name` as the user spells it."""
+
+    __slots__ = ("kind", "value", "origin", "location", "name")
+
+    def __init__(self, kind: str, value: Value, origin: str, location: Tuple[str, int, int], name: str) -> None:
+        self.kind = kind
+        self.value = value
+        self.origin = origin
+        self.location = location
+        self.name = name
+
+
+class _Parsed:
+    __slots__ = ("path", "digest", "semantic", "names", "error", "lines", "text")
+
+    def __init__(self, path: str, digest: str, semantic, error: Optional[str]) -> None:
+        self.path = path
+        self.digest = digest
+        self.semantic = semantic
+        self.names: Dict[str, Optional[Fact]] = {}
+        self.error = error
+        self.lines: Optional[Dict[str, int]] = None
+        self.text = ""
+
+
+# One per process: every project file parsed and summarised once, whatever file imports it (the
+# most recent MAX_KEPT, so that a run over a large tree holds a bounded number of trees).
+_PARSED: "OrderedDict[str, _Parsed]" = OrderedDict()
+MAX_KEPT = 64
+_SUMMARISING: set = set()
+
+
+def text_digest(text: str) -> str:
+    """The content hash of a source text (what cached results and shared parses compare)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _read(path: str) -> Optional[_Parsed]:
+    found = _text_of(path)
+    if found is None:
+        return None
+    text, digest = found
+    known = _PARSED.get(path)
+    if known is not None and known.digest == digest and _fresh(known):
+        _PARSED.move_to_end(path)
+        return known
+    parsed = _Parsed(path, digest, None, None)
+    parsed.text = text
+    _keep(path, parsed)
+    try:
+        from torchlint import parsing
+
+        module = parsing.parse_module(text)
+    except Exception as error:  # a sibling that does not parse is unknown, never a crash
+        parsed.error = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return parsed
+    from torchlint.analysis.semantic import Semantic
+
+    parsed.semantic = Semantic(module, path=path, project=FileProject(path, _root_for(path), module))
+    return parsed
+
+
+def _keep(path: str, parsed: _Parsed) -> None:
+    _PARSED[path] = parsed
+    _PARSED.move_to_end(path)
+    while len(_PARSED) > MAX_KEPT:
+        _PARSED.popitem(last=False)
+
+
+def shared_semantic(path: Optional[str], text: str):
+    """The semantic model of the file at `path` when this process has already built it for
+    `text` (a project module another file imported): the engine lints it without parsing again."""
+    if not path or not path.endswith(".py") or not enabled():
+        return None
+    known = _PARSED.get(os.path.abspath(path))
+    if known is None or known.semantic is None or known.digest != text_digest(text) or not _fresh(known):
+        return None
+    return known.semantic
+
+
+def _fresh(parsed: _Parsed) -> bool:
+    """Whether the project files a kept model read are unchanged (its facts still hold)."""
+    project = parsed.semantic.project if parsed.semantic is not None else None
+    if project is None:
+        return True
+    if any(os.path.exists(file) for file in project.missing):
+        return False
+    return all(digest_of(file) == digest for file, digest in project.read.items())
+
+
+def remember(path: Optional[str], text: str, semantic) -> None:
+    """Keep the engine's semantic model of a linted file, so a file linted later that imports
+    it does not parse it again (each file parsed once per process)."""
+    if not path or not path.endswith(".py") or semantic.project is None:
+        return
+    absolute = os.path.abspath(path)
+    # Kept models are for the files of this directory, its packages and its siblings that come
+    # next: those of other directories go, so that a long run holds few trees (the collector walks every one).
+    below = os.path.dirname(os.path.dirname(absolute)) + os.sep  # this directory and its siblings
+    for other in [p for p in _PARSED if not p.startswith(below)]:
+        del _PARSED[other]
+    parsed = _Parsed(absolute, text_digest(text), semantic, None)
+    parsed.text = text
+    _keep(absolute, parsed)
+
+
+_ROOTS: Dict[str, str] = {}
+
+
+def _root_for(path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    root = _ROOTS.get(directory)
+    if root is None:
+        root = _ROOTS[directory] = find_root(path)
+    return root
+
+
+def _installed(absolute: str) -> bool:
+    """A file of an installed package (site-packages, a virtual environment): not a user's
+    project, whatever imports it (linting torch's own sources reads each file alone)."""
+    parts = absolute.split(os.sep)
+    return any(part in _INSTALLED_PARTS for part in parts)
+
+
+def for_file(path: Optional[str], module: cst.Module) -> Optional["FileProject"]:
+    """The project view of the file at `path`, or None (no path, stdin, an installed package, or
+    the layer is off)."""
+    if not path or path.startswith("<") or path == "-" or not enabled():
+        return None
+    absolute = os.path.abspath(path)
+    if _installed(absolute) or not os.path.isfile(absolute):
+        return None
+    return FileProject(absolute, _root_for(absolute), module)
+
+
+class FileProject:
+    """The project as one linted file sees it: where its imports resolve, and what it read."""
+
+    def __init__(self, path: str, root: str, module: Optional[cst.Module] = None, text: Optional[str] = None) -> None:
+        self.path = path
+        self.root = root
+        directory = os.path.dirname(path)
+        dirs = [directory]
+        if module is not None:
+            dirs.extend(_literal_sys_path(module, directory))
+        elif text is not None and "sys.path" in text:  # the pre-filter's view: no tree yet
+            dirs.extend(d if os.path.isabs(d) else os.path.join(directory, d) for d in _SYS_PATH_TEXT.findall(text))
+        dirs.extend([root, os.path.join(root, "src")])
+        seen = []
+        for each in dirs:
+            each = os.path.normpath(each)
+            if each not in seen and os.path.isdir(each) and self._inside(each):
+                seen.append(each)
+        self.search = seen
+        self.read: Dict[str, str] = {}  # path -> content hash of every project file the lint used
+        self.origins: Dict[str, Tuple[str, int, int]] = {}  # "model.py:4" -> (path, line, column)
+        self._facts: Dict[str, Optional[Fact]] = {}
+        self.missing: set = set()  # module files looked for next to this file and not found
+
+    def _inside(self, path: str) -> bool:
+        prefix = self.root.rstrip(os.sep) + os.sep
+        if path != self.root and not path.startswith(prefix):
+            return False
+        parts = path[len(prefix):].split(os.sep) if path != self.root else []
+        return not any(part in _INSTALLED_PARTS or part.startswith(".venv") or part == "venv" for part in parts)
+
+    # -- the question the value model asks ---------------------------------------------------
+    def fact(self, qualified: str) -> Optional[Fact]:
+        """What the project says of `qualified` (`model.Net`, `..layers.PatchEmbed`), or None."""
+        if qualified in self._facts:
+            return self._facts[qualified]
+        self._facts[qualified] = None
+        found = None
+        try:
+            found = self._fact(qualified, 0)
+        except RecursionError:
+            found = None
+        self._facts[qualified] = found
+        if found is not None:
+            self.origins[found.origin] = found.location
+        return found
+
+    def _fact(self, qualified: str, depth: int) -> Optional[Fact]:
+        if depth > 8:
+            return None
+        level = len(qualified) - len(qualified.lstrip("."))
+        parts = [p for p in qualified[level:].split(".") if p]
+        if not parts or (level == 0 and parts[0] in _LIBRARY_ROOTS):
+            return None
+        for split in range(len(parts) - 1, -1 if level else 0, -1):
+            file = self._module_file(parts[:split], level)
+            if file is None:
+                continue
+            rest = parts[split:]
+            if len(rest) != 1:
+                return None
+            return self._name_in(file, rest[0], depth)
+        if level == 0:
+            # Not the user's today; created later, it changes what this file's model knows.
+            self.missing.add(os.path.join(os.path.dirname(self.path), parts[0] + ".py"))
+        return None
+
+    def _module_file(self, parts: List[str], level: int) -> Optional[str]:
+        if level:
+            base = os.path.dirname(self.path)
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            bases = [base]
+        else:
+            bases = self.search
+        for base in bases:
+            target = os.path.join(base, *parts)
+            for candidate in (target + ".py", os.path.join(target, "__init__.py")):
+                if os.path.isfile(candidate) and self._inside(os.path.dirname(os.path.abspath(candidate))):
+                    return os.path.abspath(candidate)
+        return None
+
+    def _name_in(self, file: str, name: str, depth: int) -> Optional[Fact]:
+        if file == self.path:
+            return None
+        if len(self.read) >= MAX_FILES and file not in self.read:
+            return None
+        parsed = _read(file)
+        if parsed is None:
+            return None
+        self.read[file] = parsed.digest
+        if parsed.semantic is None:
+            return None
+        if name in parsed.names:
+            fact = parsed.names[name]
+        else:
+            key = (file, name)
+            if key in _SUMMARISING:
+                return None  # an import cycle: the name is being summarised further up
+            _SUMMARISING.add(key)
+            try:
+                fact = _summarise(parsed, name, self, depth)
+            except RecursionError:
+                fact = None
+            finally:
+                _SUMMARISING.discard(key)
+            parsed.names[name] = fact
+        if fact is not None:
+            inner = parsed.semantic.project
+            if inner is not None:
+                self.read.update(inner.read)
+                self.origins.update(inner.origins)
+        return fact
+
+    def display(self, file: str) -> str:
+        """`file` as a message names it: from the project root (`model.py`, `models/layers.py`),
+        the same whichever file of the project asks."""
+        try:
+            relative = os.path.relpath(file, self.root)
+        except ValueError:
+            relative = file
+        return relative.replace(os.sep, "/")
+
+    def elsewhere(self, node: cst.CSTNode) -> Optional[str]:
+        """For a node of another project file this lint read (the `.transpose()` a helper
+        returns), where it is ("utils.py:5"), recorded as an origin; else None."""
+        for file in self.read:
+            parsed = _PARSED.get(file)
+            if parsed is None or parsed.semantic is None or node not in parsed.semantic.index.order:
+                continue
+            line, column = _position(parsed.semantic, node)
+            origin = f"{self.display(file)}:{line}"
+            self.origins[origin] = (file, line, column)
+            return origin
+        return None
+
+
+_SYS_PATH_TEXT = __import__("re").compile(
+    r"^[ \t]*sys\.path\.(?:append|insert)\((?:[ \t]*\d+[ \t]*,)?[ \t]*[rR]?['\"]([^'\"\n]+)['\"][ \t]*\)", __import__("re").M)
+
+
+def _literal_sys_path(module: cst.Module, directory: str) -> List[str]:
+    """Directories a file adds with `sys.path.append("...")` / `sys.path.insert(0, "...")`."""
+    found = []
+    for statement in module.body:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            call = small.value if type(small) is cst.Expr else None
+            if type(call) is not cst.Call or type(call.func) is not cst.Attribute:
+                continue
+            func = call.func
+            if func.attr.value not in ("append", "insert") or type(func.value) is not cst.Attribute:
+                continue
+            owner = func.value
+            if owner.attr.value != "path" or type(owner.value) is not cst.Name or owner.value.value != "sys":
+                continue
+            argument = call.args[-1].value if call.args else None
+            if type(argument) is cst.SimpleString:
+                text = argument.evaluated_value
+                if isinstance(text, str):
+                    found.append(text if os.path.isabs(text) else os.path.join(directory, text))
+    return found
+
+
+# -- summaries -----------------------------------------------------------------------------------
+def _summarise(parsed: _Parsed, name: str, asker: FileProject, depth: int) -> Optional[Fact]:
+    sem = parsed.semantic
+    module = sem.module
+    project: FileProject = sem.project
+    where = asker.display(parsed.path)
+    definition = None
+    for statement in _top_level(module):
+        if type(statement) in (cst.ClassDef, cst.FunctionDef) and statement.name.value == name:
+            definition = statement
+        elif type(statement) is cst.SimpleStatementLine:
+            for small in statement.body:
+                if type(small) in (cst.Import, cst.ImportFrom):
+                    qualified = _imported_as(small, name)
+                    if qualified is not None:
+                        definition = ("import", qualified)
+                elif type(small) in (cst.Assign, cst.AnnAssign) and _assigns(small, name):
+                    definition = small
+    if definition is None:
+        # `from .resnet import *` in a package's __init__.py re-exports every name of resnet.py.
+        for module_name in reversed(sem.scopes.star_imports if sem.scopes.bindings is not None else []):
+            found = project._fact(module_name + name if module_name.endswith(".") else f"{module_name}.{name}",
+                                  depth + 1)
+            if found is not None:
+                return found
+        # `from models import layers`: a submodule of a package is not summarised as a name.
+        return None
+    if type(definition) is tuple:
+        return project._fact(definition[1], depth + 1)
+    line, column = _top_level_line(parsed, name), 1
+    origin = f"{where}:{line}"
+    location = (parsed.path, line, column)
+    values = sem.values
+    if type(definition) is cst.ClassDef:
+        if not sem.is_module_class(definition):
+            return Fact("class", Value(UNKNOWN, AG_UNKNOWN), origin, location, name)
+        instance = values.instance_of(definition, definition)
+        return Fact("module class", portable(values, instance, origin, f"`{name}`"), origin, location, name)
+    if type(definition) is cst.FunctionDef:
+        returned = values._returns(definition, values.generic_frame(definition))
+        return Fact("function", portable(values, returned, origin, f"built by `{name}()`"), origin, location, name)
+    value = definition.value
+    if value is None:
+        return None
+    return Fact("value", portable(values, values.of(value), origin, f"`{name}`"), origin, location, name)
+
+
+def _top_level(module: cst.Module):
+    for statement in module.body:
+        yield statement
+        if type(statement) is cst.If:  # `if TYPE_CHECKING:` / `try:` imports: one level in
+            yield from statement.body.body
+        elif type(statement) is cst.Try:
+            yield from statement.body.body
+
+
+def _imported_as(statement, name: str) -> Optional[str]:
+    if isinstance(statement.names, cst.ImportStar):
+        return None
+    for alias in statement.names:
+        bound = alias.asname.name.value if alias.asname is not None and type(alias.asname.name) is cst.Name else None
+        spelled = _dotted(alias.name)
+        if spelled is None:
+            continue
+        if type(statement) is cst.Import:
+            if (bound or spelled.split(".")[0]) == name and bound is not None:
+                return None  # a module alias (`import model as m`) is not a value
+            continue
+        if (bound or spelled) != name:
+            continue
+        base = _dotted(statement.module) if statement.module is not None else ""
+        dots = "." * len(statement.relative)
+        return f"{dots}{base}.{spelled}" if base else f"{dots}{spelled}"
+    return None
+
+
+def _dotted(node) -> Optional[str]:
+    if type(node) is cst.Name:
+        return node.value
+    if type(node) is cst.Attribute:
+        inner = _dotted(node.value)
+        return None if inner is None else f"{inner}.{node.attr.value}"
+    return None
+
+
+def _assigns(statement, name: str) -> bool:
+    targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [statement.target]
+    return any(type(t) is cst.Name and t.value == name for t in targets)
+
+
+_TOP_LEVEL = __import__("re").compile(
+    r"^(?:(?:async[ \t]+)?def[ \t]+(\w+)|class[ \t]+(\w+)|(\w+)[ \t]*(?::[^=\n]*)?=(?!=))", __import__("re").M)
+
+
+def _top_level_line(parsed: _Parsed, name: str) -> int:
+    """The line of the last top-level `def`/`class`/assignment of `name` (what an import of it
+    gets), from the text: no code generation for a position."""
+    lines = parsed.lines
+    if lines is None:
+        lines = {}
+        code = parsed.text  # the module's own text: `Module.code` would generate it again
+        for match in _TOP_LEVEL.finditer(code):
+            spelled = match.group(1) or match.group(2) or match.group(3)
+            lines[spelled] = code.count("\n", 0, match.start()) + 1
+        parsed.lines = lines
+    return lines.get(name, 1)
+
+
+def _position(sem, node: cst.CSTNode) -> Tuple[int, int]:
+    from torchlint.positions import node_ranges
+
+    try:
+        found = node_ranges(sem.module, [node]).get(node)
+    except Exception:
+        found = None
+    if found is None:
+        return 1, 1
+    (line, column), _ = found
+    return line, column + 1
+
+
+def portable(values, value: Value, origin: str, label: str = "") -> Value:
+    """`value` as another file may hold it: a module of a project class becomes a module whose
+    facts (the Dropout/BatchNorm layer it holds, what its forward returns, its last activation)
+    are written into it, with `origin`; a parameter alias of the other file is dropped."""
+    kind = value.kind
+    if kind == MODULE and value.module is not None:
+        info = value.module
+        stochastic = values.stochastic_layer(value)
+        activation = values.output_activation(value)
+        output = None
+        if info.klass is not None:
+            forward = values.method(info.klass, "forward")
+            if forward is not None:
+                returned = values._returns(forward, values.generic_frame(forward))
+                if returned.kind in TENSOR_KINDS:
+                    output = Value(returned.kind, AG_UNKNOWN, returned.layout, shape=returned.shape)
+        if stochastic is not None:
+            stochastic = f"{stochastic} ({label}, {origin})" if label and label not in stochastic \
+                else f"{stochastic} ({origin})"
+        qualified = info.qualified if info.klass is None else None
+        return Value(MODULE, AG_NONE, module=ModuleInfo(qualified, None, stochastic, info.stateless, activation,
+                                                        output=output, origin=origin),
+                     device=value.device, dtype=value.dtype, site=value.site)
+    if kind == CONTAINER and value.items is not None:
+        return value.but(items=tuple(portable(values, item, origin, label) for item in value.items), alias=None,
+                         element=None if value.element is None else portable(values, value.element, origin, label))
+    if value.alias is not None:
+        return value.but(alias=None)
+    return value
+
+
+# -- the pre-filter's view -----------------------------------------------------------------------
+# A rule's triggers (`Dropout` for TL107) may stand in the file that defines the model, not in the
+# script that uses it: the engine looks for them in the project files a file imports as well.
+_IMPORT_LINE = __import__("re").compile(
+    r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([\w., \t*]+)|import[ \t]+([\w., \t]+))", __import__("re").M)
+_TEXTS: Dict[str, Tuple[int, int, str, str]] = {}
+
+
+def _text_of(path: str) -> Optional[Tuple[str, str]]:
+    """(text, content hash) of a project file, read once per process while it is unchanged."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    known = _TEXTS.get(path)
+    if known is not None and known[:2] == (stat.st_mtime_ns, stat.st_size):
+        return known[2], known[3]
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    try:
+        from torchlint.source import decode_source
+
+        text = decode_source(data).text
+    except Exception:
+        text = data.decode("utf-8", "replace")
+    digest = text_digest(text)
+    _TEXTS[path] = (stat.st_mtime_ns, stat.st_size, text, digest)
+    return text, digest
+
+
+ABSENT = "absent"  # the digest of a file that does not exist
+
+
+def digest_of(path: str) -> str:
+    """The content hash of a file now (ABSENT when there is none): a cached result that read it
+    (or looked for it) holds only while this is unchanged."""
+    found = _text_of(path)
+    return ABSENT if found is None else found[1]
+
+
+def imported_text(path: Optional[str], text: str) -> Tuple[str, Dict[str, str]]:
+    """The text of the project files `text` (the file at `path`) imports, transitively: what
+    the pre-filter must search besides the file itself, and those files' content hashes. Empty
+    when nothing is imported from the project (or the layer is off)."""
+    if not path or path.startswith("<") or path == "-" or not enabled() or "import" not in text:
+        return "", {}
+    absolute = os.path.abspath(path)
+    if _installed(absolute) or not os.path.isfile(absolute):
+        return "", {}
+    seen = {absolute}
+    pending = [(absolute, text)]
+    parts: List[str] = []
+    digests: Dict[str, str] = {}
+    while pending and len(seen) <= MAX_FILES:
+        current, content = pending.pop()
+        view = FileProject(current, _root_for(current), text=content)
+        for match in _IMPORT_LINE.finditer(content):
+            module, names, plain = match.groups()
+            candidates: List[Tuple[List[str], int]] = []
+            if plain is not None:
+                for item in plain.split(","):
+                    dotted = item.strip().split()[0] if item.strip() else ""
+                    if dotted:
+                        candidates.append((dotted.split("."), 0))
+            else:
+                level = len(module) - len(module.lstrip("."))
+                base = [p for p in module[level:].split(".") if p]
+                if not base and level == 0:
+                    continue
+                candidates.append((base, level))
+                for item in names.split(","):
+                    word = item.strip().split()[0] if item.strip() else ""
+                    if word.isidentifier():
+                        candidates.append((base + [word], level))
+            for dotted, level in candidates:
+                if not dotted and not level:
+                    continue
+                if level == 0 and dotted[0] in _LIBRARY_ROOTS:
+                    continue
+                for size in range(len(dotted), 0 if level == 0 else -1, -1):
+                    file = view._module_file(dotted[:size], level)
+                    if file is not None:
+                        if file not in seen:
+                            seen.add(file)
+                            found = _text_of(file)
+                            if found is not None:
+                                parts.append(found[0])
+                                digests[file] = found[1]
+                                pending.append((file, found[0]))
+                        break
+                else:
+                    if current == absolute and level == 0 and dotted:
+                        # Not the user's today (an installed package, or missing): a `model.py`
+                        # created next to the file later must still invalidate its cached result.
+                        digests.setdefault(os.path.join(os.path.dirname(current), dotted[0] + ".py"), ABSENT)
+    return "\n".join(parts), digests
