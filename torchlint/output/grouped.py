@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List, TextIO
 
 from torchlint.finding import FileResult, Finding
-from torchlint.output.text import all_findings, summary, write_statistics
+from torchlint.output.text import all_findings, applies, summary, write_statistics
 
 
 def _where(finding: Finding) -> str:
@@ -20,7 +20,7 @@ def write_grouped(results: List[FileResult], stream: TextIO, options: dict) -> N
         stream.write(f"{result.path}:\n")
         width = max(len(_where(f)) for f in result.findings)
         for finding in result.findings:
-            marker = " [*]" if finding.fix is not None else ""
+            marker = " [*]" if applies(finding, options) else ""
             stream.write(f"  {_where(finding):<{width}} {finding.code}{marker} {finding.message}\n")
         stream.write("\n")
     findings = all_findings(results)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import List, TextIO
+from typing import List, Optional, TextIO
 
 from torchlint.finding import FileResult, Finding
 
@@ -13,8 +13,13 @@ def location(finding: Finding) -> str:
     return f"{finding.path}:{cell}{finding.start.row}:{finding.start.column}"
 
 
-def line(finding: Finding) -> str:
-    marker = " [*]" if finding.fix is not None else ""
+def applies(finding: Finding, options: dict) -> bool:
+    """`[*]`: the fix `--fix` applies (a safe one; an unsafe one only with `--unsafe-fixes`)."""
+    return finding.fix is not None and (finding.fix.applicability.value == "safe" or bool(options.get("unsafe_fixes")))
+
+
+def line(finding: Finding, options: Optional[dict] = None) -> str:
+    marker = " [*]" if applies(finding, options or {}) else ""
     return f"{location(finding)}: {finding.code}{marker} {finding.message}"
 
 
@@ -68,7 +73,7 @@ def write_statistics(findings: List[Finding], stream: TextIO) -> None:
 def write_concise(results: List[FileResult], stream: TextIO, options: dict) -> None:
     findings = all_findings(results)
     for finding in findings:
-        stream.write(line(finding) + "\n")
+        stream.write(line(finding, options) + "\n")
     if options.get("statistics"):
         write_statistics(findings, stream)
     for text in summary(findings, options):
@@ -79,7 +84,7 @@ def write_full(results: List[FileResult], stream: TextIO, options: dict) -> None
     sources = options.get("sources", {})
     findings = all_findings(results)
     for finding in findings:
-        stream.write(line(finding) + "\n")
+        stream.write(line(finding, options) + "\n")
         text = sources.get((finding.path, finding.cell))
         if text is not None:
             lines = text.splitlines()

@@ -18,7 +18,8 @@ import contextlib
 import importlib.util
 import os
 import sys
-from typing import Iterator, List, Optional, Sequence, Tuple
+import time
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 NO_TORCH = "torchlint run needs torch: pip install 'torchlint[verify]'"
@@ -173,7 +174,9 @@ class Run:
         for path, lines in by_file.items():
             reach.want(path, lines)
         machine = (args.output_format or "concise") not in ("concise", "full", "grouped")
-        with _script_output(to_stderr=machine and not args.output_file):
+        self._context = (statics, problems, reach, select, ignore, root)
+        with _script_output(to_stderr=machine and not args.output_file) as restore_output:
+            self._restore_output = restore_output
             outcome, session, loaded = self._run(project, reach)
         return self._report(outcome, session, statics, problems, reach, loaded, select, ignore, root)
 
@@ -237,22 +240,65 @@ class Run:
             torch.autograd.set_detect_anomaly(True)
         import gc
 
+        from torchlint.runtime.interrupt import Interrupts
+
         gc.collect()  # the lint's syntax trees are garbage now; the script's collections need not scan them
+        interrupts = Interrupts(boundary_code=launcher.run.__code__)
+        children = _children_started()
+        self._started = time.perf_counter()
+        self._live = (session, reach, interrupts, children)
+        session.on_runaway = self._runaway
         reach.install()
         session.install()
+        interrupts.install()
         try:
             outcome = launcher.run(self.target, reach.compile, lambda: session.stop_reason)
         finally:
+            interrupts.uninstall()
             session.uninstall()
             reach.uninstall()
+        if session.stopping and outcome.kind != launcher.STOPPED:
+            if outcome.kind == launcher.FINISHED:  # the script caught the stop and then ended by itself
+                outcome = launcher.Outcome(launcher.STOPPED, outcome.seconds, session.stop_reason,
+                                           namespace=outcome.namespace)
+        return self._after_run(outcome, session, children)
+
+    def _after_run(self, outcome, session, children):
+        from torchlint.runtime import launcher
+
         session.set_main_namespace(outcome.namespace)
         if outcome.kind == launcher.FAILED and outcome.error is not None:
             outcome.classified = session.failures.classify(outcome.error)
         session.finish(script_ended=outcome.kind in (launcher.FINISHED, launcher.EXITED))
+        session.notes.extend(_watch_notes(session, outcome, _children_started() - children, self.args.max_steps))
         loaded = {os.path.abspath(m.__file__) for m in list(sys.modules.values())
                   if isinstance(getattr(m, "__file__", None), str)}
         loaded.add(self.target.path)
         return outcome, session, loaded
+
+    def _runaway(self) -> None:
+        """The script caught torchlint's stop again and again (a bare `except:` around the step):
+        write the report now and end the process, as the stop would have."""
+        from torchlint.runtime import launcher
+
+        session, reach, interrupts, children = self._live
+        interrupts.uninstall()
+        session.uninstall(ending_process=True)
+        reach.uninstall()
+        main = sys.modules.get("__main__")
+        outcome = launcher.Outcome(launcher.STOPPED, time.perf_counter() - self._started, session.stop_reason,
+                                   namespace=getattr(main, "__dict__", None))
+        code = EXIT_ERROR
+        try:
+            outcome, session, loaded = self._after_run(outcome, session, children)
+            self._restore_output()
+            code = self._report(outcome, session, *self._context[:3], loaded, *self._context[3:])
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
 
     # -- the report --------------------------------------------------------------------------------------
     def _report(self, outcome, session, statics, problems, reach, loaded, select, ignore, root) -> int:
@@ -262,7 +308,8 @@ class Run:
 
         args = self.args
         observations = [o for o in session.observations.all() if _selected(o.code, select, ignore)]
-        results = reconcile(statics, observations, lambda path, line: reach.reached(path, line, loaded))
+        results = reconcile(statics, observations, lambda path, line: reach.reached(path, line, loaded),
+                            unfinished=_unfinished(session, outcome))
         classified = outcome.classified
         traceback_text = None
         if outcome.kind == launcher.FAILED and outcome.error is not None:
@@ -279,6 +326,10 @@ class Run:
         growth = session.memory.growth()
         explained = sorted({f"{o.code} at {o.where}" for o in observations if o.code in ("TL003", "TL006", "TL106")})
         reason = outcome.reason
+        if session.stop_caught:
+            reason += (f"; the script caught torchlint's stop {session.stop_caught} time"
+                       f"{'s' if session.stop_caught != 1 else ''} (a bare `except:` or `except BaseException:` "
+                       "around the step) and trained on")
         if outcome.kind == launcher.FAILED:
             reason = ("stopped by a known rule's error" if classified else "the script failed") + f": {reason}"
         report = RunReport(
@@ -353,17 +404,78 @@ def _own_imports() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _script_output(to_stderr: bool) -> Iterator[None]:
-    """With a machine-readable report on stdout, the script's own output goes to stderr."""
+def _script_output(to_stderr: bool) -> Iterator[Callable[[], None]]:
+    """With a machine-readable report on stdout, the script's own output goes to stderr. Yields
+    the function that puts stdout back (also called when the report is written early)."""
     if not to_stderr:
-        yield
+        yield lambda: None
         return
     sys.stdout.flush()
-    saved = os.dup(1)
+    saved = [os.dup(1)]
     os.dup2(2, 1)
+
+    def restore() -> None:
+        if saved:
+            sys.stdout.flush()
+            fd = saved.pop()
+            os.dup2(fd, 1)
+            os.close(fd)
+
     try:
-        yield
+        yield restore
     finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        restore()
+
+
+def _unfinished(session, outcome) -> dict:
+    """(path, line) -> what ended the run, for the user's lines on the stack of the exception that
+    ended it: their statements started but never completed."""
+    error = outcome.error
+    if error is None:
+        return {}
+    from torchlint.runtime.frames import _walk
+
+    what = f"{type(error).__name__}" if outcome.kind != "stopped" else "torchlint's stop"
+    found = {}
+    for tb in _walk(error.__traceback__):
+        filename = tb.tb_frame.f_code.co_filename
+        if session.frames.is_user_file(filename):
+            found[(os.path.abspath(filename), tb.tb_lineno)] = what
+    return found
+
+
+def _children_started() -> int:
+    """Processes created through multiprocessing so far (fork or spawn; torch.multiprocessing and
+    DataLoader workers included): the value of its process counter, read, never changed."""
+    process = sys.modules.get("multiprocessing.process")
+    counter = getattr(process, "_process_counter", None)
+    if counter is None:
+        return 0
+    text = repr(counter)  # "count(3)": the next number it hands out
+    try:
+        return int(text[text.index("(") + 1:text.index(")")].split(",")[0]) - 1
+    except ValueError:
+        return 0
+
+
+def _watch_notes(session, outcome, children: int, max_steps: int) -> List[str]:
+    """What the run could not watch, when no training step was seen."""
+    from torchlint.runtime import launcher
+
+    notes = []
+    if session.manual.steps:
+        notes.append(f"{session.manual.steps} step{'s' if session.manual.steps != 1 else ''} were hand-written "
+                     "updates (no torch.optim optimizer): counted for --max-steps and the memory samples; no "
+                     "gradient-health table for them")
+    if session.total_steps() or outcome.kind in (launcher.FAILED, launcher.INTERRUPTED) or \
+            not (session.backwards or children):
+        return notes
+    limit = f"--max-steps {max_steps} did not apply" if max_steps else "nothing was counted"
+    if children > 0:
+        notes.append(f"no training step ran in this process, and the script started {children} child "
+                     f"process{'es' if children != 1 else ''} (multiprocessing / torch.multiprocessing): "
+                     f"training in a child process (hogwild, spawn) is not watched, and {limit}")
+    else:
+        notes.append("no optimizer step and no hand-written update of the parameters between two backwards "
+                     f"was seen, so {limit}")
+    return notes

@@ -82,20 +82,17 @@ class Modes:
 
     # -- TL106 ------------------------------------------------------------------------------------------
     def eval_call_starts(self, root: Any, site: Site) -> None:
-        memory = self.session.memory
-        memory.measuring += 1
-        self._active = ((site.path, site.line), site, memory.measured)
+        self.session.memory.measure_begin()
+        self._active = ((site.path, site.line), site)
 
     def eval_call_ends(self, root: Any, output: Any) -> None:
         import torch
 
-        memory = self.session.memory
         active, self._active = self._active, None
-        memory.measuring = max(memory.measuring - 1, 0)
         if active is None:
             return
-        key, site, measured_before = active
-        saved = memory.measured - measured_before
+        saved = self.session.memory.measure_end()
+        key, site = active
         tensors = _output_tensors(output, torch.Tensor)
         roots = [t.grad_fn for t in tensors if t.grad_fn is not None]
         if not roots:
