@@ -53,7 +53,7 @@ class _Parser(argparse.ArgumentParser):
 # Options that take a value: the command line is split at the script (or `-m MODULE`), and every
 # argument after it belongs to the script, so the split has to know which options eat the next one.
 _VALUE_OPTIONS = {"--max-steps", "--health-steps", "--vanishing", "--exploding", "--output-format", "-o",
-                  "--output-file", "--select", "--ignore", "--project-root", "--config"}
+                  "--output-file", "--select", "--ignore", "--project-root", "--config", "--saved-tensors-every"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-lint", action="store_true", help="do not lint first (runtime findings only)")
     parser.add_argument("--no-saved-tensors", action="store_true",
                         help="do not install saved-tensor hooks (no saved-tensor bytes; slightly faster)")
+    parser.add_argument("--saved-tensors-every", type=int, default=None, metavar="N",
+                        help="saved-tensor hooks on in one step of N only (steps 1, 1+N, ...; default: 1, or more "
+                             "when step 2 shows they would cost over 10%% of a step, as on recurrent models that save "
+                             "thousands of small tensors a step); the memory samples count those steps' graphs")
     parser.add_argument("--find-holders", action="store_true",
                         help="name containers of retained losses by scanning the heap (gc.get_referrers) when "
                              "the user's frames do not show them (slow on big programs)")
@@ -134,6 +138,8 @@ def main(argv: Sequence[str]) -> int:
             raise UsageError("no script given (torchlint run SCRIPT [ARGS...] or torchlint run -m MODULE)")
         if args.max_steps < 0 or args.health_steps < 0:
             raise UsageError("--max-steps and --health-steps must be 0 or more")
+        if args.saved_tensors_every is not None and args.saved_tensors_every < 1:
+            raise UsageError("--saved-tensors-every must be 1 or more")
     except UsageError as error:
         sys.stderr.write(f"torchlint run: error: {error}\n")
         return EXIT_ERROR
@@ -160,8 +166,11 @@ class Run:
         from torchlint.runtime.reach import Reach
 
         args = self.args
+        from torchlint.runtime.project import set_display_root
+
         root = os.path.abspath(args.project_root) if args.project_root else find_project_root(self.target.path)
         project = Project(root)
+        set_display_root(root)
         try:
             statics, problems, select, ignore = self._lint(project)
         except Exception as error:  # noqa: BLE001 - a config error: the run would not mean much either
@@ -182,7 +191,7 @@ class Run:
 
     # -- static ---------------------------------------------------------------------------------------
     def _lint(self, project):
-        from torchlint.runtime.project import imported_project_files
+        from torchlint.runtime.project import import_roots, imported_project_files
         from torchlint.runtime.reconcile import StaticFinding
 
         args = self.args
@@ -207,11 +216,12 @@ class Run:
                     raise RuntimeError(str(error)) from None
         lint_select = select or config.effective_select
         lint_ignore = list(config.ignore) + ignore
-        files = imported_project_files(self.target.path, [self.target.path0], project)
+        files = imported_project_files(self.target.path, import_roots([self.target.path0], project), project)
         statics, problems = [], []
         for path in files:
             shown = display_path(path)
-            result = lint_file(shown, config, lint_select, lint_ignore)
+            result = lint_file(path if shown.startswith(os.pardir) or not os.path.exists(shown) else shown,
+                               config, lint_select, lint_ignore)
             for finding in result.findings:
                 if finding.is_diagnostic:
                     problems.append(f"{shown}:{finding.start.row}: {finding.code} {finding.message}")
@@ -232,7 +242,7 @@ class Run:
         args = self.args
         options = Options(max_steps=args.max_steps, health_steps=args.health_steps, vanishing=args.vanishing,
                           exploding=args.exploding, find_holders=args.find_holders,
-                          saved_tensors=not args.no_saved_tensors)
+                          saved_tensors=not args.no_saved_tensors, saved_tensors_every=args.saved_tensors_every)
         session = Session(options, project.is_user_file)
         if args.anomaly:
             import torch
@@ -339,7 +349,7 @@ class Run:
             growth=session.memory.describe_growth(growth) if growth else None, growth_explained_by=explained,
             traceback=traceback_text, exit_code=exit_code, internal_errors=session.internal_errors,
             notes=problems + session.notes, thresholds={"vanishing": args.vanishing, "exploding": args.exploding},
-            uses_cuda=_cuda_used(), environment=_environment())
+            uses_cuda=_cuda_used(), environment=_environment(), saved_tensors_every=session.memory.every)
         name = args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
         options = {"format": name, "root": root}
         if args.output_file:

@@ -99,12 +99,22 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
     results: List[Result] = []
     used: Set[int] = set()
     pending: List[StaticFinding] = []
-    for static in statics:
-        match = next((o for o in observations if _close(static, o)), None)
+    # One observation confirms one static finding per line for each time it was seen: a second
+    # `loss.data[0]` on a line whose first one raised never ran.
+    confirmed_on: Dict[Tuple[int, str, int], int] = {}
+    for static in sorted(statics, key=lambda s: (s.path, s.line, s.finding.start.column)):
+        match = None
+        for observation in observations:
+            if _close(static, observation) and \
+                    confirmed_on.get((id(observation), static.path, static.line), 0) < observation.count:
+                match = observation
+                break
         if match is None:
             pending.append(static)
             continue
         used.add(id(match))
+        key = (id(match), static.path, static.line)
+        confirmed_on[key] = confirmed_on.get(key, 0) + 1
         results.append(_confirmed(static, match))
     for static in pending:
         match = next((o for o in observations if id(o) not in used and _same_file(static, o)), None)

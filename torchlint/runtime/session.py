@@ -79,7 +79,7 @@ class Options:
     exploding: float = 1e3
     find_holders: bool = False
     saved_tensors: bool = True
-    saved_tensors_every: int = 2  # saved-tensor hooks on in one step of this many (detectors/memory.py)
+    saved_tensors_every: Optional[int] = None  # hooks on in one step of this many; None: decided (memory.py)
 
 
 class _Mode(TorchFunctionMode):
@@ -552,7 +552,7 @@ class Session:
         self.backwards += 1
         tensor = args[0] if args else None
         if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None and not self.retention.is_tracked(tensor):
-            self._detect(lambda: self.retention.track_loss(tensor, self.site()))
+            self._detect(lambda: self.retention.track_loss(tensor, self.site(), at_backward=True))
         manual = self.manual
         if manual.active:
             self._detect(manual.before_backward, tensor)

@@ -11,7 +11,9 @@ very error TL001 is about.
 
 from __future__ import annotations
 
+import math
 import re
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
@@ -95,18 +97,26 @@ class Memory:
     The hooks cost a Python call per saved tensor (pack) and per use in backward (unpack): on a
     recurrent model stepping small cells over a sequence that is thousands of calls a step, which
     no amount of care inside the hooks makes cheap (a no-op pair alone costs ~1.25x there). So
-    they are on in one step of every `every` (steps 1, 1 + every, ...; every step with
-    `every=1`), and always while an evaluation call is measured (TL106). In the other steps
-    autograd saves tensors itself and makes its own in-place check. A sample counts the graphs
-    built in watched steps only; the report says so."""
+    they can be on in one step of every `every` only (steps 1, 1 + every, ...), and always while
+    an evaluation call is measured (TL106); in the other steps autograd saves tensors itself and
+    makes its own in-place check. `every=None` decides after step 2 (both watched): 1 when the
+    hooks cost at most TARGET of the step (PACK_SECONDS per saved tensor, measured on the
+    development machine), else enough to bring them down to about that. A sample then counts the
+    graphs built in watched steps only; the report says so."""
 
     PRUNE_AT = 100_000
+    PACK_SECONDS = 5e-6  # one pack + one unpack call, torch 2.13 CPU, measured on the development machine
+    TARGET = 0.1
+    MAX_EVERY = 8
 
-    def __init__(self, every: int = 1) -> None:
+    def __init__(self, every: Optional[int] = 1) -> None:
         self._live: List[Any] = []  # weak references (no callbacks) to the _Packed of watched steps
         self._prune_at = self.PRUNE_AT
         self.samples: List[Sample] = []
-        self.every = max(int(every), 1)
+        self.every = max(int(every), 1) if every else 1
+        self.adaptive = not every
+        self.packs = 0  # pack calls so far
+        self._step_clock: Optional[Tuple[float, int]] = None  # (time, packs) at the end of step 1
         # distinct storages packed while `measuring` (the saved bytes of one evaluation call)
         self.measuring = 0
         self._measured: Dict[Tuple[str, int], int] = {}
@@ -123,6 +133,7 @@ class Memory:
             packed = _Packed((tensor, tensor._version))
         else:
             packed = _Packed((tensor.detach(), tensor._version, type(grad_fn), tensor.output_nr))
+        self.packs += 1
         live = self._live
         live.append(weakref.ref(packed))
         if len(live) > self._prune_at:
@@ -214,7 +225,23 @@ class Memory:
     def after_step(self, step: int) -> None:
         """Sample at the end of `step`, then switch the hooks for step `step + 1`."""
         self.sample(step)
+        if self.adaptive and step <= 2:
+            now = time.thread_time()  # CPU time: waiting for a core on a busy machine is no cost of the hooks
+            if step == 1:
+                self._step_clock = (now, self.packs)
+            elif self._step_clock is not None:
+                started, packs = self._step_clock
+                self.every = self.choose_every(self.packs - packs, now - started)
         self.watch_step(step % self.every == 0)
+
+    @classmethod
+    def choose_every(cls, packs: int, seconds: float) -> int:
+        """The stride for a watched step that saved `packs` tensors in `seconds`."""
+        hooks = packs * cls.PACK_SECONDS
+        share = hooks / max(seconds - hooks, 1e-9)
+        if share <= cls.TARGET:
+            return 1
+        return min(cls.MAX_EVERY, int(math.ceil(share / cls.TARGET)))
 
     def uninstall(self) -> None:
         self.measuring = 0
@@ -246,7 +273,11 @@ class Memory:
 
     def growth(self, min_steps: int = 5, min_bytes: int = 1024 * 1024) -> Optional[Growth]:
         """A steady growth over the samples: a positive least-squares slope, at least 80 % of the
-        step-to-step changes non-negative, and at least `min_bytes` gained."""
+        step-to-step changes non-negative, and at least `min_bytes` gained (`min_bytes / every`
+        when only one step in `every` is counted)."""
+        use_cuda = bool(self.samples) and all(s.cuda_allocated is not None for s in self.samples)
+        if not use_cuda:
+            min_bytes = min_bytes // self.every
         if len(self.samples) < min_steps:
             return None
         use_cuda = all(s.cuda_allocated is not None for s in self.samples)
