@@ -172,7 +172,7 @@ class Run:
         project = Project(root)
         set_display_root(root)
         try:
-            statics, problems, select, ignore = self._lint(project)
+            statics, problems, select, ignore = self._lint_beside_torch(project)
         except Exception as error:  # noqa: BLE001 - a config error: the run would not mean much either
             sys.stderr.write(f"torchlint run: {error}\n")
             return EXIT_ERROR
@@ -190,6 +190,55 @@ class Run:
         return self._report(outcome, session, statics, problems, reach, loaded, select, ignore, root)
 
     # -- static ---------------------------------------------------------------------------------------
+    def _lint_beside_torch(self, project):
+        """The lint (LibCST's import and the parse: most of torchlint run's fixed cost) runs in a
+        forked child while this process imports torch, where fork is available; the results come
+        back pickled. Before torch is imported there are no threads, so forking is safe."""
+        if self.args.no_lint or not hasattr(os, "fork") or "torch" in sys.modules:
+            return self._lint(project)
+        import pickle
+
+        read_end, write_end = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_end)
+            os.close(write_end)
+            return self._lint(project)
+        if pid == 0:  # the child: lint, send, and leave without running any cleanup of the parent's
+            os.close(read_end)
+            code = 0
+            try:
+                try:
+                    payload = pickle.dumps(("ok", self._lint(project)))
+                except BaseException as error:  # noqa: BLE001 - sent to the parent, which reports it
+                    payload = pickle.dumps(("error", str(error)))
+                with os.fdopen(write_end, "wb") as handle:
+                    handle.write(payload)
+            except BaseException:  # noqa: BLE001
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        with _own_imports():
+            import warnings
+
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+            try:
+                import torch  # noqa: F401 - imported while the child lints
+            except Exception:  # noqa: BLE001 - the run reports it when it imports torch itself
+                pass
+        with os.fdopen(read_end, "rb") as handle:
+            payload = handle.read()
+        os.waitpid(pid, 0)
+        try:
+            kind, value = pickle.loads(payload)
+        except Exception:  # noqa: BLE001 - the child died: lint here instead
+            return self._lint(project)
+        if kind == "error":
+            raise RuntimeError(value)
+        return value
+
     def _lint(self, project):
         from torchlint.runtime.project import import_roots, imported_project_files
         from torchlint.runtime.reconcile import StaticFinding

@@ -127,8 +127,8 @@ class Session:
         # called (it writes the report and ends the process) when the script catches the stop
         # RUNAWAY_AFTER times; None: keep raising
         self.on_runaway: Optional[Callable[[], None]] = None
-        self.manual = _ManualSteps(self)
-        self.backwards = 0  # Tensor.backward calls seen  # hand-written updates (no torch.optim optimizer)
+        self.manual = _ManualSteps(self)  # hand-written updates (no torch.optim optimizer)
+        self.backwards = 0  # Tensor.backward calls seen
         self.step_of_last_step = 0
         self._main_thread = threading.get_ident()
         self._depth = 0
@@ -640,8 +640,8 @@ class _ManualSteps:
 
     def before_backward(self, loss: Any) -> None:
         session = self.session
-        if session._steps:
-            self.active = False  # an optimizer trains this script
+        if session._steps or len(session._optimizers) or session._in_step:
+            self.active = False  # an optimizer trains this script (LBFGS's closure backwards run inside its step)
             self._prints = []
             return
         prints, self._prints = self._prints, []
@@ -663,7 +663,8 @@ class _ManualSteps:
         self._loss = loss
 
     def after_backward(self) -> None:
-        if self.session._steps:
+        session = self.session
+        if session._steps or len(session._optimizers) or session._in_step:
             self.active = False
             return
         loss, self._loss = self._loss, None
@@ -674,7 +675,7 @@ class _ManualSteps:
         prints = []
         for param in self._parameters(loss):
             grad = param.grad
-            if grad is None or grad.numel() == 0 or grad.layout != torch.strided:
+            if grad is None or grad.numel() == 0 or grad.layout != torch.strided or param.is_meta or grad.is_meta:
                 continue
             index = int(grad.detach().abs().reshape(-1).argmax())
             value = float(param.detach().reshape(-1)[index])
