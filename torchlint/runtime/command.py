@@ -301,7 +301,10 @@ class Run:
 
         from torchlint.runtime.interrupt import Interrupts
 
-        gc.collect()  # the lint's syntax trees are garbage now; the script's collections need not scan them
+        gc.collect()
+        # What exists now (torch's and torchlint's modules) lives to the end: the script's full
+        # collections need not scan it again and again (the hooks allocate per saved tensor).
+        gc.freeze()
         interrupts = Interrupts(boundary_code=launcher.run.__code__)
         children = _children_started()
         self._started = time.perf_counter()
