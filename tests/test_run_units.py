@@ -652,3 +652,14 @@ def test_fix_marker_only_for_a_fix_that_fix_applies():
     assert "[*]" in line(with_fix(Applicability.SAFE), {})
     assert "[*]" not in line(with_fix(Applicability.UNSAFE), {})
     assert "[*]" in line(with_fix(Applicability.UNSAFE), {"unsafe_fixes": True})
+
+
+def test_editable_install_finders_give_their_source_directories(tmp_path, monkeypatch):
+    import types
+
+    module = types.ModuleType("__editable___mylib_0_1_finder")
+    module.MAPPING = {"mylib": str(tmp_path / "src" / "mylib")}
+    finder = type("_EditableFinder", (), {"__module__": module.__name__})
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(sys, "meta_path", sys.meta_path + [finder])
+    assert str(tmp_path / "src") in project._editable_directories()

@@ -632,7 +632,8 @@ class _ManualSteps:
         if not found and isinstance(loss, torch.Tensor) and loss.grad_fn is not None:
             from torchlint.runtime.graph import walk
 
-            for node in walk([loss.grad_fn]).values():  # plain leaf tensors (`w = torch.randn(..., requires_grad=True)`)
+            # plain leaf tensors (`w = torch.randn(..., requires_grad=True)`)
+            for node in walk([loss.grad_fn]).values():
                 variable = getattr(node, "variable", None)
                 if isinstance(variable, torch.Tensor) and variable.requires_grad:
                     found.setdefault(id(variable), variable)

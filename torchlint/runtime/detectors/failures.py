@@ -108,8 +108,8 @@ class Failures:
         op, modules, site = self._context(outer)
         if site is None:
             return False
-        if family in (signatures.DTYPE_ERROR, signatures.DEVICE_ERROR) and self._unregistered(error, family, op,
-                                                                                          modules, site):
+        if family in (signatures.DTYPE_ERROR, signatures.DEVICE_ERROR) and \
+                self._unregistered(error, family, op, modules, site):
             return True
         handler = {
             signatures.VIEW_ERROR: self._view,
