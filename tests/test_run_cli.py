@@ -243,7 +243,27 @@ def test_a_bare_except_that_catches_the_stop_is_stopped_and_reported(tmp_path):
     assert "ran all batches" not in result.stderr and result.stderr.count("failed, skipping") <= 4
     report = json.loads(result.stdout)
     assert report["outcome"]["kind"] == "stopped" and report["outcome"]["optimizer_steps"] == 3
-    assert "the script caught torchlint's stop" in report["outcome"]["reason"]
+    assert "the script caught torchlint's stop 3 times" in report["outcome"]["reason"]
+    assert "ended the process" in report["outcome"]["reason"]
+
+    once = _script(tmp_path, "once.py", '''\
+        import torch
+        import torch.nn as nn
+
+        model = nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        try:
+            for batch in range(50):
+                optimizer.zero_grad()
+                model(torch.randn(4, 3)).pow(2).mean().backward()
+                optimizer.step()
+        except BaseException:
+            print("interrupted; saving")
+        ''')
+    result = torchlint("run", "--max-steps", "2", str(once), cwd=tmp_path)
+    assert result.returncode == 0 and "interrupted; saving" in result.stdout, result.stderr[-2000:]
+    assert "stopped after 2 optimizer steps (--max-steps 2); the script caught torchlint's stop 1 time" in \
+        result.stdout
 
 
 @needs_torch

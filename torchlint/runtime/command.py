@@ -320,6 +320,7 @@ class Run:
             session.uninstall()
             reach.uninstall()
         if session.stopping and outcome.kind != launcher.STOPPED:
+            session.stop_caught = max(session.stop_caught, 1)  # the StopRun never reached the launcher
             if outcome.kind == launcher.FINISHED:  # the script caught the stop and then ended by itself
                 outcome = launcher.Outcome(launcher.STOPPED, outcome.seconds, session.stop_reason,
                                            namespace=outcome.namespace)
@@ -347,6 +348,7 @@ class Run:
         interrupts.uninstall()
         session.uninstall(ending_process=True)
         reach.uninstall()
+        self._ending_process = True
         main = sys.modules.get("__main__")
         outcome = launcher.Outcome(launcher.STOPPED, time.perf_counter() - self._started, session.stop_reason,
                                    namespace=getattr(main, "__dict__", None))
@@ -390,8 +392,9 @@ class Run:
         reason = outcome.reason
         if session.stop_caught:
             reason += (f"; the script caught torchlint's stop {session.stop_caught} time"
-                       f"{'s' if session.stop_caught != 1 else ''} (a bare `except:` or `except BaseException:` "
-                       "around the step) and trained on")
+                       f"{'s' if session.stop_caught != 1 else ''} (a bare `except:` or `except BaseException:`)")
+            if getattr(self, "_ending_process", False):
+                reason += " and trained on, so torchlint wrote this report and ended the process"
         if outcome.kind == launcher.FAILED:
             reason = ("stopped by a known rule's error" if classified else "the script failed") + f": {reason}"
         report = RunReport(
@@ -493,11 +496,11 @@ def _unfinished(session, outcome) -> dict:
     """(path, line) -> what ended the run, for the user's lines on the stack of the exception that
     ended it: their statements started but never completed."""
     error = outcome.error
-    if error is None:
+    if error is None or outcome.kind not in ("failed", "interrupted"):  # a stop comes after the step's update
         return {}
     from torchlint.runtime.frames import _walk
 
-    what = f"{type(error).__name__}" if outcome.kind != "stopped" else "torchlint's stop"
+    what = type(error).__name__
     found = {}
     for tb in _walk(error.__traceback__):
         filename = tb.tb_frame.f_code.co_filename
