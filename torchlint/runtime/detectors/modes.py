@@ -8,7 +8,9 @@ user's files), so library helpers that run a model in train mode under no_grad o
 TL106: every such forward gets a pre-hook on the grad_fn of each tensor it returns; a backward
 that reaches the graph fires it. A call site is reported once a forward there was followed by
 another call at the same site (or the end of the script) without its graph ever being used.
-The evidence is the bytes of tensors autograd saved during that forward.
+The evidence is the bytes of the distinct storages autograd saved during that forward — the
+measure the memory samples and TL003 use, so a tensor saved by two nodes (a ReLU's output that
+the next Linear saves too) counts once.
 """
 
 from __future__ import annotations
