@@ -1,8 +1,10 @@
 """What `torchlint run` costs: the same training script run plainly (`python SCRIPT`) and under
-`torchlint run` (default detectors), in this invocation, on a small CNN trainer and a small
-transformer trainer on CPU (synthetic data).
+`torchlint run` (default detectors), in this invocation, on a small CNN trainer, a small
+transformer trainer and a recurrent sequence model (two `nn.LSTMCell`s stepped over the sequence
+in the model's own forward, as pytorch/examples' time_sequence_prediction does) on CPU
+(synthetic data).
 
-    python bench/run_overhead.py [--steps 60] [--repeat 3] [--threads N]
+    python bench/run_overhead.py [--steps 60] [--repeat 3] [--threads N] [--only recurrent]
 
 Each script times its own training loop (every step after the first two, whose lazy imports and
 allocator warm-up are the same in both runs) and prints it; the table shows the median loop time
@@ -93,6 +95,47 @@ print(json.dumps({"loop_seconds": time.perf_counter() - start, "loop_cpu_seconds
                   "timed_steps": steps - 2}))
 '''
 
+RECURRENT = COMMON + '''
+class Sequence(nn.Module):
+    def __init__(self, hidden=51):
+        super().__init__()
+        self.hidden = hidden
+        self.lstm1 = nn.LSTMCell(1, hidden)
+        self.lstm2 = nn.LSTMCell(hidden, hidden)
+        self.linear = nn.Linear(hidden, 1)
+
+    def forward(self, input):
+        outputs = []
+        h_t = torch.zeros(input.size(0), self.hidden)
+        c_t = torch.zeros(input.size(0), self.hidden)
+        h_t2 = torch.zeros(input.size(0), self.hidden)
+        c_t2 = torch.zeros(input.size(0), self.hidden)
+        for input_t in input.split(1, dim=1):
+            h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+            h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+            output = self.linear(h_t2)
+            outputs += [output]
+        return torch.cat(outputs, dim=1)
+
+data = torch.sin(torch.arange(0, 32 * 101, dtype=torch.float32).reshape(32, 101) / 20.0)
+inputs, targets = data[:, :-1], data[:, 1:]
+model = Sequence()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+criterion = nn.MSELoss()
+start = None
+running = 0.0
+for step in range(steps):
+    if step == 2:
+        start, cpu_start = time.perf_counter(), time.process_time()
+    optimizer.zero_grad()
+    loss = criterion(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    running += loss.item()
+print(json.dumps({"loop_seconds": time.perf_counter() - start, "loop_cpu_seconds": time.process_time() - cpu_start,
+                  "timed_steps": steps - 2}))
+'''
+
 
 def _loop_seconds(stdout: str) -> tuple:
     """(wall, CPU) seconds of the timed steps, as the script printed them."""
@@ -149,17 +192,22 @@ def measure(name: str, source: str, args: argparse.Namespace, workdir: Path) -> 
     }
 
 
+TRAINERS = {"cnn": CNN, "transformer": TRANSFORMER, "recurrent": RECURRENT}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=60, help="training steps per run (default 60)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each kind (default 3; medians)")
     parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--only", choices=sorted(TRAINERS), action="append",
+                        help="measure only this trainer (repeatable; default: all)")
     args = parser.parse_args(argv)
     if args.steps < 5:
         parser.error("--steps must be at least 5")
     with tempfile.TemporaryDirectory() as directory:
-        rows = [measure("cnn", CNN, args, Path(directory)),
-                measure("transformer", TRANSFORMER, args, Path(directory))]
+        rows = [measure(name, source, args, Path(directory)) for name, source in TRAINERS.items()
+                if not args.only or name in args.only]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"torchlint run overhead: {args.steps} steps per run ({args.steps - 2} timed), median of "
           f"{args.repeat}, torch threads {args.threads or 'default'}, {os.cpu_count()} CPUs, "
@@ -170,8 +218,9 @@ def main(argv=None) -> int:
         print(f"{row['name']:<12} {row['plain_ms']:>13.2f} {row['run_ms']:>11.2f} {row['ratio']:>5.2f}x "
               f"{row['cpu_ratio']:>8.2f}x {row['plain_wall']:>12.2f} {row['run_wall']:>10.2f} {row['findings']:>8} "
               f"{row['steps_seen']:>5}")
-    worst = max(row["ratio"] for row in rows)
-    print(f"target: instrumentation overhead <= 1.30x: {'met' if worst <= 1.3 else 'NOT met'} (worst {worst:.2f}x)")
+    worst = max(row["cpu_ratio"] for row in rows)
+    print(f"target: instrumentation overhead <= 1.30x (CPU-time ratio): {'met' if worst <= 1.3 else 'NOT met'} "
+          f"(worst {worst:.2f}x)")
     return 0
 
 

@@ -159,3 +159,274 @@ def test_saved_tensor_hooks_keep_the_in_place_error_and_the_gradients():
     assert str(instrumented_input.value).startswith(prefix) and "is at version 1; expected version 0" in \
         str(instrumented_input.value)
     assert torch.equal(grad, expected_grad)
+
+
+# -- the run never changes how the program behaves (issue 24) ------------------------------------------------
+
+def _script(tmp_path: Path, name: str, source: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+@needs_torch
+def test_ctrl_c_mid_run_stops_it_with_exit_130_and_the_report_within_a_second(tmp_path):
+    import signal
+    import threading
+    import time
+
+    script = _script(tmp_path, "forever.py", '''\
+        import torch
+        import torch.nn as nn
+
+        model = nn.LSTM(4, 8)
+        head = nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(list(model.parameters()) + list(head.parameters()), lr=0.01)
+        step = 0
+        while True:
+            out, _ = model(torch.randn(5, 3, 4))
+            loss = head(out).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+            if step == 3:
+                print("training", flush=True)
+        ''')
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    for attempt in range(3):  # the interrupt lands at a different point of the loop each time
+        process = subprocess.Popen([sys.executable, "-m", "torchlint", "run", "--max-steps", "0", str(script)],
+                                   cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        lines: list = []
+        reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 120
+        while not any("training" in line for line in lines) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.05 + 0.1 * attempt)
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        while not any("Exit status" in line for line in lines) and time.monotonic() - sent < 10:
+            time.sleep(0.01)
+        took = time.monotonic() - sent
+        try:
+            code = process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise AssertionError("Ctrl-C was lost: the script kept running")
+        stderr = process.stderr.read()
+        assert code == 130, stderr[-2000:]
+        assert took < 1.0, f"the report came {took:.2f} s after SIGINT"
+        text = "".join(lines)
+        assert "interrupted (Ctrl-C)" in text and "Exit status 130." in text
+        assert "Exception ignored" not in stderr
+
+
+@needs_torch
+def test_a_bare_except_that_catches_the_stop_is_stopped_and_reported(tmp_path):
+    script = _script(tmp_path, "bare.py", '''\
+        import torch
+        import torch.nn as nn
+
+        model = nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for batch in range(500):
+            try:
+                optimizer.zero_grad()
+                loss = model(torch.randn(4, 3)).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+            except:  # noqa: E722
+                print(f"batch {batch} failed, skipping")
+        print("ran all batches")
+        ''')
+    result = torchlint("run", "--max-steps", "3", "--output-format", "json", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "ran all batches" not in result.stderr and result.stderr.count("failed, skipping") <= 4
+    report = json.loads(result.stdout)
+    assert report["outcome"]["kind"] == "stopped" and report["outcome"]["optimizer_steps"] == 3
+    assert "the script caught torchlint's stop 3 times" in report["outcome"]["reason"]
+    assert "ended the process" in report["outcome"]["reason"]
+
+    once = _script(tmp_path, "once.py", '''\
+        import torch
+        import torch.nn as nn
+
+        model = nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        try:
+            for batch in range(50):
+                optimizer.zero_grad()
+                model(torch.randn(4, 3)).pow(2).mean().backward()
+                optimizer.step()
+        except BaseException:
+            print("interrupted; saving")
+        ''')
+    result = torchlint("run", "--max-steps", "2", str(once), cwd=tmp_path)
+    assert result.returncode == 0 and "interrupted; saving" in result.stdout, result.stderr[-2000:]
+    assert "stopped after 2 optimizer steps (--max-steps 2); the script caught torchlint's stop 1 time" in \
+        result.stdout
+
+
+@needs_torch
+def test_a_project_on_pythonpath_is_linted_first_and_shown_from_the_project_root(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    package = tmp_path / "src" / "mylib"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    _script(package, "model.py", '''\
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = [nn.Linear(4, 4) for _ in range(2)]
+                self.head = nn.Linear(4, 1)
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                return self.head(x)
+
+
+        def unused(model):
+            model.train()
+            return model(None)
+        ''')
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    _script(scripts, "train.py", '''\
+        import torch
+        from mylib.model import Net
+
+        model = Net()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(2):
+            optimizer.zero_grad()
+            model(torch.randn(2, 4)).pow(2).mean().backward()
+            optimizer.step()
+        ''')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "src"), str(ROOT)]), OMP_NUM_THREADS="1")
+    result = subprocess.run([sys.executable, "-m", "torchlint", "run", "--output-format", "json", "train.py"],
+                            cwd=scripts, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 1, result.stderr[-2000:]
+    (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "TL101"]
+    assert finding["source"] == "static" and finding["status"] == "CONFIRMED"
+    assert finding["filename"] == os.path.join("src", "mylib", "model.py")
+
+
+@needs_torch
+def test_hand_written_sgd_is_counted_as_steps_and_max_steps_applies(tmp_path):
+    script = _script(tmp_path, "sgd.py", '''\
+        import torch
+        import torch.nn as nn
+
+        model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+        for step in range(100):
+            loss = model(torch.randn(8, 3)).pow(2).mean()
+            model.zero_grad()
+            loss.backward()
+            for p in model.parameters():
+                p.data.add_(p.grad.data, alpha=-0.01)  # no optimizer; .data does not bump versions
+            print("step", step)
+        ''')
+    result = torchlint("run", "--max-steps", "4", "--output-format", "json", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["outcome"]["kind"] == "stopped" and report["outcome"]["optimizer_steps"] == 4
+    assert "hand-written" in report["outcome"]["reason"] and "step 5" not in result.stderr
+    assert any("hand-written" in note for note in report["notes"])
+
+
+@needs_torch
+def test_training_in_child_processes_says_why_no_step_was_seen(tmp_path):
+    script = _script(tmp_path, "hogwild.py", '''\
+        import torch
+        import torch.multiprocessing as mp
+        import torch.nn as nn
+
+
+        def train(model):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+            for _ in range(3):
+                optimizer.zero_grad()
+                model(torch.randn(4, 3)).sum().backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            model = nn.Linear(3, 1)
+            model.share_memory()
+            workers = [mp.get_context("fork").Process(target=train, args=(model,)) for _ in range(2)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+        ''')
+    result = torchlint("run", "--output-format", "json", str(script), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["outcome"]["optimizer_steps"] == 0
+    (note,) = [n for n in report["notes"] if "child process" in n]
+    assert "2 child processes" in note and "--max-steps 20 did not apply" in note
+
+
+@needs_torch
+def test_statuses_after_a_crash(tmp_path):
+    softmax = _script(tmp_path, "softmax.py", '''\
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        model = nn.Linear(8, 3)
+        criterion = nn.CrossEntropyLoss()
+        x, y = torch.randn(4, 8), torch.randint(0, 3, (4,))
+        loss = criterion(F.softmax(model(x), dim=5), y)
+        loss.backward()
+        ''')
+    result = torchlint("run", "--output-format", "json", str(softmax), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    (finding,) = [f for f in json.loads(result.stdout)["findings"] if f["code"] == "TL108"]
+    assert finding["status"] == "NO EVIDENCE" and "raised (IndexError)" in finding["evidence"]
+
+    double = _script(tmp_path, "double.py", '''\
+        import torch
+        import torch.nn as nn
+
+
+        class Deep(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = [nn.Linear(8, 8) for _ in range(2)]
+                self.head = nn.Linear(8, 2)
+
+            def forward(self, x):
+                for block in self.blocks:
+                    x = torch.relu(block(x))
+                return self.head(x)
+
+
+        model = Deep().double()
+        model(torch.randn(4, 8, dtype=torch.float64)).sum().backward()
+        ''')
+    result = torchlint("run", "--output-format", "json", str(double), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    (finding,) = [f for f in report["findings"] if f["code"] == "TL101"]
+    assert finding["status"] == "CONFIRMED" and finding["ended_run"] and finding["count"] == 1
+    assert "Deep.blocks" in finding["evidence"] and "float32" in finding["evidence"]
+
+    index = _script(tmp_path, "index.py", '''\
+        import torch
+
+        loss = torch.ones(3, requires_grad=True).sum()
+        accuracy = loss.detach() * 0
+        print("loss %.3f accuracy %.3f" % (loss.data[0], accuracy.data[0]))
+        ''')
+    result = torchlint("run", str(index), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "TL201 CONFIRMED `loss.data[0]`" in result.stdout
+    assert "TL201 NO EVIDENCE `accuracy.data[0]`" in result.stdout
+    assert result.stdout.count("IndexError: invalid index of a 0-dim tensor. Use") == 2  # traceback, evidence
+    assert result.stdout.splitlines()[0].startswith(f"torchlint run {index}: stopped by a known rule's error (")

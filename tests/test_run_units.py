@@ -532,3 +532,134 @@ def test_ast_of_probe_is_a_plain_call():
     reach.want("/p.py", [2])
     tree = reach.instrument(ast.parse("a = 1\nb = 2\n"), "/p.py")
     assert ast.unparse(tree).splitlines() == ["a = 1", "__torchlint_reached__(1000002)", "b = 2"]
+
+
+# -- issue 24 ------------------------------------------------------------------------------------------
+
+def test_one_observation_confirms_one_finding_of_a_line_and_an_unfinished_statement_is_no_evidence(tmp_path):
+    path = str(tmp_path / "t.py")
+    Path(path).write_text("print(loss.data[0], acc.data[0])\nx = 1\n")
+    observations = Observations()
+    observations.add("TL201", None, "m", "IndexError", path=path, line=1, ended_run=True)
+    statics = [_finding("TL201", path, 1, column=20), _finding("TL201", path, 1, column=7), _finding("TL004", path, 2)]
+    results = reconcile(statics, observations.all(), lambda p, line: True, unfinished={(path, 1): "IndexError"})
+    by_column = {r.column: r for r in results}
+    assert by_column[7].status == CONFIRMED and by_column[7].evidence == "IndexError"
+    assert by_column[20].status == NO_EVIDENCE and "raised (IndexError)" in by_column[20].evidence
+    (other,) = [r for r in results if r.code == "TL004"]
+    assert other.status == RAN_WITHOUT_HARM
+
+
+def test_display_path_outside_the_working_directory_is_shown_from_the_project_root(tmp_path, monkeypatch):
+    (tmp_path / "scripts").mkdir()
+    monkeypatch.chdir(tmp_path / "scripts")
+    inside = str(tmp_path / "src" / "pkg" / "m.py")
+    try:
+        project.set_display_root(str(tmp_path))
+        assert project.display_path(inside) == os.path.join("src", "pkg", "m.py")
+        assert project.display_path(str(tmp_path / "scripts" / "t.py")) == "t.py"
+        assert project.display_path("/elsewhere/x.py") == "/elsewhere/x.py"
+    finally:
+        project.set_display_root(None)
+
+
+def test_imports_resolve_through_sys_path_entries(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "src" / "lib").mkdir(parents=True)
+    (tmp_path / "src" / "lib" / "__init__.py").write_text("")
+    (tmp_path / "src" / "lib" / "model.py").write_text("from .layers import Block\n")
+    (tmp_path / "src" / "lib" / "layers.py").write_text("Block = 1\n")
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "train.py"
+    script.write_text("from lib.model import Block\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    monkeypatch.setattr(sys, "path", [sys.path[1]] + sys.path)  # sys.path[0] is torchlint's own
+    own = project.Project(str(tmp_path))
+    alone = project.imported_project_files(str(script), [str(tmp_path / "scripts")], own)
+    assert alone == [str(script)]
+    roots = project.import_roots([str(tmp_path / "scripts")], own)
+    found = project.imported_project_files(str(script), roots, own)
+    assert [os.path.relpath(p, tmp_path) for p in found] == [
+        os.path.join("scripts", "train.py"), os.path.join("src", "lib", "__init__.py"),
+        os.path.join("src", "lib", "model.py"), os.path.join("src", "lib", "layers.py")]
+
+
+def test_sigint_is_deferred_out_of_our_frames_and_weakref_callbacks():
+    import weakref
+
+    from torchlint.runtime.interrupt import Interrupts
+
+    interrupts = Interrupts()
+    here = sys._getframe()
+    assert not interrupts._unsafe(here)  # a frame of the script (here: the test's): raise at once
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    frames = []
+
+    def grab(_):
+        frames.append(sys._getframe())
+
+    keep = weakref.ref(thing, grab)  # noqa: F841 - the callback runs when `thing` dies
+    del thing
+    (callback,) = frames
+    assert not interrupts._unsafe(callback)  # a callback of the test's own file: its frames are ordinary
+    assert interrupts._unsafe(_frame_in_weakrefset())
+
+
+def _frame_in_weakrefset():
+    """A frame of _weakrefset.py (where WeakSet's `_remove` callback runs), taken while iterating."""
+    import weakref
+
+    class Thing:
+        pass
+
+    things = [Thing()]
+    found = []
+    holder = weakref.WeakSet(things)
+    original = sys.gettrace()
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename.endswith("_weakrefset.py") and not found:
+            found.append(frame)
+        return None
+
+    sys.settrace(tracer)
+    try:
+        list(holder)
+    finally:
+        sys.settrace(original)
+    return found[0]
+
+
+def test_saved_tensor_hook_stride():
+    from torchlint.runtime.detectors.memory import Memory
+
+    assert Memory.choose_every(30, 0.02) == 1  # a CNN: a few dozen saved tensors a step
+    assert Memory.choose_every(3100, 0.07) == 4  # a recurrent model stepping cells: thousands
+    assert Memory.choose_every(10 ** 7, 0.01) == Memory.MAX_EVERY
+
+
+def test_fix_marker_only_for_a_fix_that_fix_applies():
+    from torchlint.finding import Applicability, Fix
+    from torchlint.output.text import line
+
+    def with_fix(applicability):
+        return Finding("TL108", "m", "t.py", Location(1, 1), Location(1, 2), fix=Fix("f", (), applicability))
+
+    assert "[*]" in line(with_fix(Applicability.SAFE), {})
+    assert "[*]" not in line(with_fix(Applicability.UNSAFE), {})
+    assert "[*]" in line(with_fix(Applicability.UNSAFE), {"unsafe_fixes": True})
+
+
+def test_editable_install_finders_give_their_source_directories(tmp_path, monkeypatch):
+    import types
+
+    module = types.ModuleType("__editable___mylib_0_1_finder")
+    module.MAPPING = {"mylib": str(tmp_path / "src" / "mylib")}
+    finder = type("_EditableFinder", (), {"__module__": module.__name__})
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(sys, "meta_path", sys.meta_path + [finder])
+    assert str(tmp_path / "src") in project._editable_directories()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import List, TextIO
 
 from torchlint.finding import FileResult, Finding
-from torchlint.output.text import all_findings, by_severity, summary, write_statistics
+from torchlint.output.text import all_findings, applies, by_severity, summary, write_statistics
 
 
 def _where(finding: Finding) -> str:
@@ -23,7 +23,7 @@ def write_grouped(results: List[FileResult], stream: TextIO, options: dict) -> N
         stream.write(f"{result.path}:\n")
         width = max(len(_where(f)) for f in result.findings)
         for finding in by_severity(result.findings):
-            marker = " [*]" if finding.fixable else ""
+            marker = " [*]" if applies(finding, options) else ""
             stream.write(f"  {_where(finding):<{width}} {finding.code}{marker} {finding.severity.value}: "
                          f"{finding.message}\n")
         stream.write("\n")

@@ -9,7 +9,7 @@ findings by severity (`Found 55 findings: 3 errors, 12 warnings, 40 notes.`).
 from __future__ import annotations
 
 from collections import Counter
-from typing import List, TextIO
+from typing import List, Optional, TextIO
 
 from torchlint.finding import FileResult, Finding, Severity
 
@@ -19,8 +19,13 @@ def location(finding: Finding) -> str:
     return f"{finding.path}:{cell}{finding.start.row}:{finding.start.column}"
 
 
-def line(finding: Finding) -> str:
-    marker = " [*]" if finding.fixable else ""
+def applies(finding: Finding, options: dict) -> bool:
+    """`[*]`: the fix `--fix` applies (a safe one; an unsafe one only with `--unsafe-fixes`)."""
+    return finding.fix is not None and (finding.fix.applicability.value == "safe" or bool(options.get("unsafe_fixes")))
+
+
+def line(finding: Finding, options: Optional[dict] = None) -> str:
+    marker = " [*]" if applies(finding, options or {}) else ""
     return f"{location(finding)}: {finding.code}{marker} {finding.severity.value}: {finding.message}"
 
 
@@ -91,7 +96,7 @@ def write_statistics(findings: List[Finding], stream: TextIO) -> None:
 def write_concise(results: List[FileResult], stream: TextIO, options: dict) -> None:
     findings = all_findings(results)
     for finding in by_severity(findings):
-        stream.write(line(finding) + "\n")
+        stream.write(line(finding, options) + "\n")
     if options.get("statistics"):
         write_statistics(findings, stream)
     for text in summary(findings, options):
@@ -102,7 +107,7 @@ def write_full(results: List[FileResult], stream: TextIO, options: dict) -> None
     sources = options.get("sources", {})
     findings = all_findings(results)
     for finding in by_severity(findings):
-        stream.write(line(finding) + "\n")
+        stream.write(line(finding, options) + "\n")
         text = sources.get((finding.path, finding.cell))
         if text is not None:
             lines = text.splitlines()

@@ -18,7 +18,8 @@ import contextlib
 import importlib.util
 import os
 import sys
-from typing import Iterator, List, Optional, Sequence, Tuple
+import time
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 NO_TORCH = "torchlint run needs torch: pip install 'torchlint[verify]'"
@@ -52,7 +53,7 @@ class _Parser(argparse.ArgumentParser):
 # Options that take a value: the command line is split at the script (or `-m MODULE`), and every
 # argument after it belongs to the script, so the split has to know which options eat the next one.
 _VALUE_OPTIONS = {"--max-steps", "--health-steps", "--vanishing", "--exploding", "--output-format", "-o",
-                  "--output-file", "--select", "--ignore", "--project-root", "--config"}
+                  "--output-file", "--select", "--ignore", "--project-root", "--config", "--saved-tensors-every"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-lint", action="store_true", help="do not lint first (runtime findings only)")
     parser.add_argument("--no-saved-tensors", action="store_true",
                         help="do not install saved-tensor hooks (no saved-tensor bytes; slightly faster)")
+    parser.add_argument("--saved-tensors-every", type=int, default=None, metavar="N",
+                        help="saved-tensor hooks on in one step of N only (steps 1, 1+N, ...; default: 1, or more "
+                             "when step 2 shows they would cost over 10%% of a step, as on recurrent models that save "
+                             "thousands of small tensors a step); the memory samples count those steps' graphs")
     parser.add_argument("--find-holders", action="store_true",
                         help="name containers of retained losses by scanning the heap (gc.get_referrers) when "
                              "the user's frames do not show them (slow on big programs)")
@@ -133,6 +138,8 @@ def main(argv: Sequence[str]) -> int:
             raise UsageError("no script given (torchlint run SCRIPT [ARGS...] or torchlint run -m MODULE)")
         if args.max_steps < 0 or args.health_steps < 0:
             raise UsageError("--max-steps and --health-steps must be 0 or more")
+        if args.saved_tensors_every is not None and args.saved_tensors_every < 1:
+            raise UsageError("--saved-tensors-every must be 1 or more")
     except UsageError as error:
         sys.stderr.write(f"torchlint run: error: {error}\n")
         return EXIT_ERROR
@@ -159,10 +166,13 @@ class Run:
         from torchlint.runtime.reach import Reach
 
         args = self.args
+        from torchlint.runtime.project import set_display_root
+
         root = os.path.abspath(args.project_root) if args.project_root else find_project_root(self.target.path)
         project = Project(root)
+        set_display_root(root)
         try:
-            statics, problems, select, ignore = self._lint(project)
+            statics, problems, select, ignore = self._lint_beside_torch(project)
         except Exception as error:  # noqa: BLE001 - a config error: the run would not mean much either
             sys.stderr.write(f"torchlint run: {error}\n")
             return EXIT_ERROR
@@ -173,13 +183,64 @@ class Run:
         for path, lines in by_file.items():
             reach.want(path, lines)
         machine = (args.output_format or "concise") not in ("concise", "full", "grouped")
-        with _script_output(to_stderr=machine and not args.output_file):
+        self._context = (statics, problems, reach, select, ignore, root)
+        with _script_output(to_stderr=machine and not args.output_file) as restore_output:
+            self._restore_output = restore_output
             outcome, session, loaded = self._run(project, reach)
         return self._report(outcome, session, statics, problems, reach, loaded, select, ignore, root)
 
     # -- static ---------------------------------------------------------------------------------------
+    def _lint_beside_torch(self, project):
+        """The lint (LibCST's import and the parse: most of torchlint run's fixed cost) runs in a
+        forked child while this process imports torch, where fork is available; the results come
+        back pickled. Before torch is imported there are no threads, so forking is safe."""
+        if self.args.no_lint or not hasattr(os, "fork") or "torch" in sys.modules:
+            return self._lint(project)
+        import pickle
+
+        read_end, write_end = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_end)
+            os.close(write_end)
+            return self._lint(project)
+        if pid == 0:  # the child: lint, send, and leave without running any cleanup of the parent's
+            os.close(read_end)
+            code = 0
+            try:
+                try:
+                    payload = pickle.dumps(("ok", self._lint(project)))
+                except BaseException as error:  # noqa: BLE001 - sent to the parent, which reports it
+                    payload = pickle.dumps(("error", str(error)))
+                with os.fdopen(write_end, "wb") as handle:
+                    handle.write(payload)
+            except BaseException:  # noqa: BLE001
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        with _own_imports():
+            import warnings
+
+            warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+            try:
+                import torch  # noqa: F401 - imported while the child lints
+            except Exception:  # noqa: BLE001 - the run reports it when it imports torch itself
+                pass
+        with os.fdopen(read_end, "rb") as handle:
+            payload = handle.read()
+        os.waitpid(pid, 0)
+        try:
+            kind, value = pickle.loads(payload)
+        except Exception:  # noqa: BLE001 - the child died: lint here instead
+            return self._lint(project)
+        if kind == "error":
+            raise RuntimeError(value)
+        return value
+
     def _lint(self, project):
-        from torchlint.runtime.project import imported_project_files
+        from torchlint.runtime.project import import_roots, imported_project_files
         from torchlint.runtime.reconcile import StaticFinding
 
         args = self.args
@@ -204,11 +265,12 @@ class Run:
                     raise RuntimeError(str(error)) from None
         lint_select = select or config.effective_select
         lint_ignore = list(config.ignore) + ignore
-        files = imported_project_files(self.target.path, [self.target.path0], project)
+        files = imported_project_files(self.target.path, import_roots([self.target.path0], project), project)
         statics, problems = [], []
         for path in files:
             shown = display_path(path)
-            result = lint_file(shown, config, lint_select, lint_ignore)
+            result = lint_file(path if shown.startswith(os.pardir) or not os.path.exists(shown) else shown,
+                               config, lint_select, lint_ignore)
             for finding in result.findings:
                 if finding.is_diagnostic:
                     problems.append(f"{shown}:{finding.start.row}: {finding.code} {finding.message}")
@@ -229,7 +291,7 @@ class Run:
         args = self.args
         options = Options(max_steps=args.max_steps, health_steps=args.health_steps, vanishing=args.vanishing,
                           exploding=args.exploding, find_holders=args.find_holders,
-                          saved_tensors=not args.no_saved_tensors)
+                          saved_tensors=not args.no_saved_tensors, saved_tensors_every=args.saved_tensors_every)
         session = Session(options, project.is_user_file)
         if args.anomaly:
             import torch
@@ -237,22 +299,70 @@ class Run:
             torch.autograd.set_detect_anomaly(True)
         import gc
 
-        gc.collect()  # the lint's syntax trees are garbage now; the script's collections need not scan them
+        from torchlint.runtime.interrupt import Interrupts
+
+        gc.collect()
+        # What exists now (torch's and torchlint's modules) lives to the end: the script's full
+        # collections need not scan it again and again (the hooks allocate per saved tensor).
+        gc.freeze()
+        interrupts = Interrupts(boundary_code=launcher.run.__code__)
+        children = _children_started()
+        self._started = time.perf_counter()
+        self._live = (session, reach, interrupts, children)
+        session.on_runaway = self._runaway
         reach.install()
         session.install()
+        interrupts.install()
         try:
             outcome = launcher.run(self.target, reach.compile, lambda: session.stop_reason)
         finally:
+            interrupts.uninstall()
             session.uninstall()
             reach.uninstall()
+        if session.stopping and outcome.kind != launcher.STOPPED:
+            session.stop_caught = max(session.stop_caught, 1)  # the StopRun never reached the launcher
+            if outcome.kind == launcher.FINISHED:  # the script caught the stop and then ended by itself
+                outcome = launcher.Outcome(launcher.STOPPED, outcome.seconds, session.stop_reason,
+                                           namespace=outcome.namespace)
+        return self._after_run(outcome, session, children)
+
+    def _after_run(self, outcome, session, children):
+        from torchlint.runtime import launcher
+
         session.set_main_namespace(outcome.namespace)
         if outcome.kind == launcher.FAILED and outcome.error is not None:
             outcome.classified = session.failures.classify(outcome.error)
         session.finish(script_ended=outcome.kind in (launcher.FINISHED, launcher.EXITED))
+        session.notes.extend(_watch_notes(session, outcome, _children_started() - children, self.args.max_steps))
         loaded = {os.path.abspath(m.__file__) for m in list(sys.modules.values())
                   if isinstance(getattr(m, "__file__", None), str)}
         loaded.add(self.target.path)
         return outcome, session, loaded
+
+    def _runaway(self) -> None:
+        """The script caught torchlint's stop again and again (a bare `except:` around the step):
+        write the report now and end the process, as the stop would have."""
+        from torchlint.runtime import launcher
+
+        session, reach, interrupts, children = self._live
+        interrupts.uninstall()
+        session.uninstall(ending_process=True)
+        reach.uninstall()
+        self._ending_process = True
+        main = sys.modules.get("__main__")
+        outcome = launcher.Outcome(launcher.STOPPED, time.perf_counter() - self._started, session.stop_reason,
+                                   namespace=getattr(main, "__dict__", None))
+        code = EXIT_ERROR
+        try:
+            outcome, session, loaded = self._after_run(outcome, session, children)
+            self._restore_output()
+            code = self._report(outcome, session, *self._context[:3], loaded, *self._context[3:])
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
 
     # -- the report --------------------------------------------------------------------------------------
     def _report(self, outcome, session, statics, problems, reach, loaded, select, ignore, root) -> int:
@@ -262,7 +372,8 @@ class Run:
 
         args = self.args
         observations = [o for o in session.observations.all() if _selected(o.code, select, ignore)]
-        results = reconcile(statics, observations, lambda path, line: reach.reached(path, line, loaded))
+        results = reconcile(statics, observations, lambda path, line: reach.reached(path, line, loaded),
+                            unfinished=_unfinished(session, outcome))
         classified = outcome.classified
         traceback_text = None
         if outcome.kind == launcher.FAILED and outcome.error is not None:
@@ -279,6 +390,11 @@ class Run:
         growth = session.memory.growth()
         explained = sorted({f"{o.code} at {o.where}" for o in observations if o.code in ("TL003", "TL006", "TL106")})
         reason = outcome.reason
+        if session.stop_caught:
+            reason += (f"; the script caught torchlint's stop {session.stop_caught} time"
+                       f"{'s' if session.stop_caught != 1 else ''} (a bare `except:` or `except BaseException:`)")
+            if getattr(self, "_ending_process", False):
+                reason += " and trained on, so torchlint wrote this report and ended the process"
         if outcome.kind == launcher.FAILED:
             reason = ("stopped by a known rule's error" if classified else "the script failed") + f": {reason}"
         report = RunReport(
@@ -288,7 +404,7 @@ class Run:
             growth=session.memory.describe_growth(growth) if growth else None, growth_explained_by=explained,
             traceback=traceback_text, exit_code=exit_code, internal_errors=session.internal_errors,
             notes=problems + session.notes, thresholds={"vanishing": args.vanishing, "exploding": args.exploding},
-            uses_cuda=_cuda_used(), environment=_environment())
+            uses_cuda=_cuda_used(), environment=_environment(), saved_tensors_every=session.memory.every)
         name = args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
         options = {"format": name, "root": root}
         if args.output_file:
@@ -353,17 +469,78 @@ def _own_imports() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _script_output(to_stderr: bool) -> Iterator[None]:
-    """With a machine-readable report on stdout, the script's own output goes to stderr."""
+def _script_output(to_stderr: bool) -> Iterator[Callable[[], None]]:
+    """With a machine-readable report on stdout, the script's own output goes to stderr. Yields
+    the function that puts stdout back (also called when the report is written early)."""
     if not to_stderr:
-        yield
+        yield lambda: None
         return
     sys.stdout.flush()
-    saved = os.dup(1)
+    saved = [os.dup(1)]
     os.dup2(2, 1)
+
+    def restore() -> None:
+        if saved:
+            sys.stdout.flush()
+            fd = saved.pop()
+            os.dup2(fd, 1)
+            os.close(fd)
+
     try:
-        yield
+        yield restore
     finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        restore()
+
+
+def _unfinished(session, outcome) -> dict:
+    """(path, line) -> what ended the run, for the user's lines on the stack of the exception that
+    ended it: their statements started but never completed."""
+    error = outcome.error
+    if error is None or outcome.kind not in ("failed", "interrupted"):  # a stop comes after the step's update
+        return {}
+    from torchlint.runtime.frames import _walk
+
+    what = type(error).__name__
+    found = {}
+    for tb in _walk(error.__traceback__):
+        filename = tb.tb_frame.f_code.co_filename
+        if session.frames.is_user_file(filename):
+            found[(os.path.abspath(filename), tb.tb_lineno)] = what
+    return found
+
+
+def _children_started() -> int:
+    """Processes created through multiprocessing so far (fork or spawn; torch.multiprocessing and
+    DataLoader workers included): the value of its process counter, read, never changed."""
+    process = sys.modules.get("multiprocessing.process")
+    counter = getattr(process, "_process_counter", None)
+    if counter is None:
+        return 0
+    text = repr(counter)  # "count(3)": the next number it hands out
+    try:
+        return int(text[text.index("(") + 1:text.index(")")].split(",")[0]) - 1
+    except ValueError:
+        return 0
+
+
+def _watch_notes(session, outcome, children: int, max_steps: int) -> List[str]:
+    """What the run could not watch, when no training step was seen."""
+    from torchlint.runtime import launcher
+
+    notes = []
+    if session.manual.steps:
+        notes.append(f"{session.manual.steps} step{'s' if session.manual.steps != 1 else ''} were hand-written "
+                     "updates (no torch.optim optimizer): counted for --max-steps and the memory samples; no "
+                     "gradient-health table for them")
+    if session.total_steps() or outcome.kind in (launcher.FAILED, launcher.INTERRUPTED) or \
+            not (session.backwards or children):
+        return notes
+    limit = f"--max-steps {max_steps} did not apply" if max_steps else "nothing was counted"
+    if children > 0:
+        notes.append(f"no training step ran in this process, and the script started {children} child "
+                     f"process{'es' if children != 1 else ''} (multiprocessing / torch.multiprocessing): "
+                     f"training in a child process (hogwild, spawn) is not watched, and {limit}")
+    else:
+        notes.append("no optimizer step and no hand-written update of the parameters between two backwards "
+                     f"was seen, so {limit}")
+    return notes

@@ -126,7 +126,7 @@ def run(target: Target, compile_file, stop_reason=lambda: "") -> Outcome:
         code = compile_file(source, target.path)
         exec(code, namespace)
     except StopRun as stop:
-        return Outcome(STOPPED, time.perf_counter() - started, stop.reason, namespace=namespace)
+        return Outcome(STOPPED, time.perf_counter() - started, stop.reason, error=stop, namespace=namespace)
     except SystemExit as exit_:
         status = exit_.code
         seconds = time.perf_counter() - started
@@ -141,7 +141,7 @@ def run(target: Target, compile_file, stop_reason=lambda: "") -> Outcome:
                        namespace=namespace)
     except BaseException as error:  # noqa: BLE001 - the script's own failure is reported
         if _caused_by_stop(error):  # the script wrapped our StopRun in an error of its own
-            return Outcome(STOPPED, time.perf_counter() - started, stop_reason(), namespace=namespace)
+            return Outcome(STOPPED, time.perf_counter() - started, stop_reason(), error=error, namespace=namespace)
         return Outcome(FAILED, time.perf_counter() - started, f"{type(error).__name__}: {error}",
                        error=error, namespace=namespace)
     finally:

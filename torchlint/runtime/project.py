@@ -85,14 +85,26 @@ class Project:
         return path.endswith((".py", ".pyw")) or os.path.isfile(path)
 
 
+_DISPLAY_ROOTS: List[str] = []  # the project root: paths outside the working directory are shown from it
+
+
+def set_display_root(root: Optional[str]) -> None:
+    _DISPLAY_ROOTS[:] = [os.path.abspath(root)] if root else []
+
+
 def display_path(path: str) -> str:
-    """The path as a user would type it: relative to the working directory when inside it."""
+    """The path as a user would type it: relative to the working directory when inside it, else
+    relative to the project root when inside that (a module imported through PYTHONPATH or an
+    editable install from `src/` while the script runs in `scripts/`), else absolute."""
     absolute = os.path.abspath(path)
-    try:
-        relative = os.path.relpath(absolute)
-    except ValueError:
-        return absolute
-    return absolute if relative.startswith(os.pardir) else relative
+    for base in [None] + _DISPLAY_ROOTS:
+        try:
+            relative = os.path.relpath(absolute, base) if base else os.path.relpath(absolute)
+        except ValueError:
+            continue
+        if not relative.startswith(os.pardir):
+            return relative
+    return absolute
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -285,10 +297,40 @@ def _package_dir(path: str, level: int) -> Optional[str]:
     return directory
 
 
+def import_roots(first: Sequence[str], project: Project) -> List[str]:
+    """Where `python SCRIPT` finds the script's absolute imports, in order: `first` (the script's
+    directory, or the working directory with -m), then the entries of sys.path — PYTHONPATH and the
+    directories editable installs add through .pth files; sys.path[0] is torchlint's, which the
+    script's replaces) — and the source directories of editable installs done with import hooks
+    (setuptools' `__editable__` finders). What they resolve to counts only when it is a user file."""
+    roots: List[str] = []
+    for entry in list(first) + list(sys.path[1:]) + _editable_directories():
+        path = os.path.abspath(entry) if entry else ""
+        if path and path not in roots and os.path.isdir(path):
+            roots.append(path)
+    return roots
+
+
+def _editable_directories() -> List[str]:
+    """The package directories named by setuptools' editable finders (`__editable___*_finder`
+    modules on sys.meta_path keep a MAPPING of top-level name -> source directory): their parent
+    directories, where those packages are found."""
+    found: List[str] = []
+    for finder in list(sys.meta_path):
+        module = sys.modules.get(getattr(finder, "__module__", "") or "")
+        mapping = getattr(module, "MAPPING", None) if module is not None and \
+            (getattr(finder, "__module__", "") or "").startswith("__editable__") else None
+        if isinstance(mapping, dict):
+            for location in mapping.values():
+                if isinstance(location, str):
+                    found.append(os.path.dirname(location))
+    return found
+
+
 def imported_project_files(script: str, search: Sequence[str], project: Project) -> List[str]:
     """The script's same-project imports, followed recursively (absolute imports resolved
-    against `search`, the directories `python SCRIPT` would put first on sys.path; relative ones
-    against the importing file), in discovery order, the script first."""
+    against `search`, the directories `python SCRIPT` would look in — see import_roots; relative
+    ones against the importing file), in discovery order, the script first."""
     seen: List[str] = []
     queue = [os.path.abspath(script)]
     while queue and len(seen) < MAX_IMPORTED_FILES:

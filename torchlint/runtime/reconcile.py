@@ -14,7 +14,7 @@ findings.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from torchlint.finding import Finding
 from torchlint.runtime.observation import Observation
@@ -83,18 +83,38 @@ def _same_file(static: StaticFinding, observation: Observation) -> bool:
     return static.path in files
 
 
+def _unfinished_by(static: StaticFinding, unfinished: Dict[Tuple[str, int], str]) -> Optional[str]:
+    for (path, line), what in unfinished.items():
+        if path == static.path and _same_statement(path, line, static.line):
+            return what
+    return None
+
+
 def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observation],
-              reached: Callable[[str, int], Optional[bool]]) -> List[Result]:
+              reached: Callable[[str, int], Optional[bool]],
+              unfinished: Optional[Dict[Tuple[str, int], str]] = None) -> List[Result]:
+    """`unfinished`: the user's lines on the stack of the exception that ended the run (their
+    statements started and never completed: a finding there neither did harm nor ran without)."""
     observations = list(observations)
     results: List[Result] = []
     used: Set[int] = set()
     pending: List[StaticFinding] = []
-    for static in statics:
-        match = next((o for o in observations if _close(static, o)), None)
+    # One observation confirms one static finding per line for each time it was seen: a second
+    # `loss.data[0]` on a line whose first one raised never ran.
+    confirmed_on: Dict[Tuple[int, str, int], int] = {}
+    for static in sorted(statics, key=lambda s: (s.path, s.line, s.finding.start.column)):
+        match = None
+        for observation in observations:
+            if _close(static, observation) and \
+                    confirmed_on.get((id(observation), static.path, static.line), 0) < observation.count:
+                match = observation
+                break
         if match is None:
             pending.append(static)
             continue
         used.add(id(match))
+        key = (id(match), static.path, static.line)
+        confirmed_on[key] = confirmed_on.get(key, 0) + 1
         results.append(_confirmed(static, match))
     for static in pending:
         match = next((o for o in observations if id(o) not in used and _same_file(static, o)), None)
@@ -103,8 +123,13 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
             results.append(_confirmed(static, match))
             continue
         status = {True: RAN_WITHOUT_HARM, False: NOT_REACHED, None: NO_EVIDENCE}[reached(static.path, static.line)]
+        evidence = ""
+        stopped_by = _unfinished_by(static, unfinished) if unfinished and status == RAN_WITHOUT_HARM else None
+        if stopped_by is not None:
+            status = NO_EVIDENCE
+            evidence = f"its statement started but raised ({stopped_by}) before it completed, so the run cannot tell"
         results.append(Result(static.code, static.path, static.line, static.finding.start.column, status,
-                              static.finding.message, static=static))
+                              static.finding.message, evidence, static=static))
     for observation in observations:
         if id(observation) not in used:
             results.append(Result(observation.code, observation.path, observation.line, None, FOUND_BY_RUN,

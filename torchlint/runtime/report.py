@@ -37,6 +37,7 @@ class RunReport:
     thresholds: Dict[str, float] = field(default_factory=dict)
     uses_cuda: bool = False
     environment: Dict[str, Any] = field(default_factory=dict)
+    saved_tensors_every: int = 1  # the saved-tensor hooks were on in one step of this many
 
 
 def _where(result: Result) -> str:
@@ -60,7 +61,10 @@ def write_text(report: RunReport, stream: TextIO, options: dict) -> None:
     full = options.get("format") == "full"
     grouped = options.get("format") == "grouped"
     write = stream.write
-    write(f"torchlint run {report.target}: {report.reason} ({report.seconds:.2f} s, {report.steps} optimizer "
+    reason = report.reason
+    if report.traceback and report.outcome == "failed":  # the error is the traceback's last line: once is enough
+        reason = reason.split(": ", 1)[0] + " (traceback below)"
+    write(f"torchlint run {report.target}: {reason} ({report.seconds:.2f} s, {report.steps} optimizer "
           f"step{'s' if report.steps != 1 else ''})\n")
     if report.traceback:
         write("\n" + report.traceback + "\n")
@@ -136,6 +140,10 @@ def _write_memory(report: RunReport, write) -> None:
     cuda = report.uses_cuda and all(s.cuda_allocated is not None for s in samples)
     measure = "CUDA memory allocated" if cuda else "saved tensors held by live autograd graphs"
     values = [s.cuda_allocated if cuda else s.saved_bytes for s in samples]
+    every = report.saved_tensors_every
+    if not cuda and every > 1:
+        measure += (f"; counting the graphs of one step in {every} from step 3 on, where the saved-tensor hooks "
+                    "would cost more than a tenth of a step: --saved-tensors-every 1 counts every step")
     write(f"Memory per step ({measure})\n")
     if len(values) <= 10:
         write("  " + ", ".join(f"{s.step}: {mib(v)}" for s, v in zip(samples, values)) + "\n")
@@ -187,6 +195,7 @@ def report_json(report: RunReport) -> dict:
                             "parameters": [row.to_json() for row in report.health]},
         "memory": {"samples": [{"step": s.step, "saved_bytes": s.saved_bytes, "saved_tensors": s.saved_tensors,
                                 "cuda_allocated": s.cuda_allocated} for s in report.samples],
+                   "saved_tensors_every": report.saved_tensors_every,
                    "growth": report.growth, "explained_by": report.growth_explained_by},
         "notes": report.notes,
         "internal_errors": report.internal_errors,

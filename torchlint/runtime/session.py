@@ -29,7 +29,7 @@ import threading
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 import torch
 from torch.nn.modules import module as nn_module
@@ -85,6 +85,7 @@ class Options:
     exploding: float = 1e3
     find_holders: bool = False
     saved_tensors: bool = True
+    saved_tensors_every: Optional[int] = None  # hooks on in one step of this many; None: decided (memory.py)
 
 
 class _Mode(TorchFunctionMode):
@@ -127,6 +128,13 @@ class Session:
         self.notes: List[str] = []  # what the run could not watch (shown, not an error)
         self.iteration = 0  # steps of the first optimizer that stepped
         self.stop_reason = ""
+        self.stopping = False  # a StopRun was raised; any later hook of a training step raises it again
+        self.stop_caught = 0  # ... and found the script still training (it caught the StopRun)
+        # called (it writes the report and ends the process) when the script catches the stop
+        # RUNAWAY_AFTER times; None: keep raising
+        self.on_runaway: Optional[Callable[[], None]] = None
+        self.manual = _ManualSteps(self)  # hand-written updates (no torch.optim optimizer)
+        self.backwards = 0  # Tensor.backward calls seen
         self.step_of_last_step = 0
         self._main_thread = threading.get_ident()
         self._depth = 0
@@ -146,7 +154,7 @@ class Session:
         self._step_switched: List[bool] = []  # the same for running optimizer steps
         self._showwarning = None
 
-        self.memory = Memory()
+        self.memory = Memory(options.saved_tensors_every)
         self.gradients = Gradients(self)
         self.retention = Retention(self)
         self.module_state = ModuleState(self)
@@ -173,10 +181,12 @@ class Session:
         self._showwarning = warnings.showwarning
         warnings.showwarning = self._on_warning
 
-    def uninstall(self) -> None:
+    def uninstall(self, ending_process: bool = False) -> None:
+        """Remove every hook. `ending_process`: called from inside a hook of the running script,
+        just before the process ends (our mode may be off the stack for the hook's duration)."""
         self.busy = True
         if self._mode is not None:
-            if self._mode_on and not self._set_mode(False):
+            if self._mode_on and not self._set_mode(False) and not ending_process:
                 self.notes.append("a TorchFunctionMode of the script was still active at the end")
             self._mode = None
         self.memory.uninstall()
@@ -222,11 +232,25 @@ class Session:
             where = f" ({os.path.basename(frame.filename)}:{frame.lineno})" if frame else ""
             self.internal_errors.append(f"{type(error).__name__}: {error}{where}")
 
+    def stop(self, reason: str = "") -> None:
+        """End the script (raise StopRun). A second call means the first StopRun never reached
+        the launcher: the script caught it (a bare `except:`); after RUNAWAY_AFTER of those the
+        report is written and the process ends (`on_runaway`)."""
+        if self.stopping:
+            self.stop_caught += 1
+            if self.stop_caught >= RUNAWAY_AFTER and self.on_runaway is not None:
+                runaway, self.on_runaway = self.on_runaway, None
+                runaway()  # does not return
+        else:
+            self.stopping = True
+            self.stop_reason = reason
+        raise StopRun(self.stop_reason)
+
     def step_of(self, optimizer: Any) -> int:
         return self._steps.get(id(optimizer), 0)
 
     def total_steps(self) -> int:
-        return max(self._steps.values(), default=0)
+        return max(list(self._steps.values()) + [self.manual.steps])
 
     def param_name(self, param: Any) -> str:
         name = self._param_names.get(id(param))
@@ -418,6 +442,8 @@ class Session:
     def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self.disabled:
             return None
+        if self.stopping and threading.get_ident() == self._main_thread:
+            self.stop()  # the script caught our stop and trains on: stop again, before this update
         if self._in_step == 0 and self._step_switched:  # a step that raised never ran its post-hook
             self._step_switched.clear()
             self._set_mode(True)
@@ -458,15 +484,14 @@ class Session:
                 if id(optimizer) == self._primary:
                     self.iteration += 1
                     self.module_state.after_step()
-                    self.memory.sample(step)
+                    self.memory.after_step(step)
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         finally:
             self.busy = False
         limit = self.options.max_steps
-        if limit and step >= limit:
-            self.stop_reason = f"stopped after {step} optimizer steps (--max-steps {limit})"
-            raise StopRun(self.stop_reason)
+        if limit and step >= limit and threading.get_ident() == self._main_thread:
+            self.stop(f"stopped after {step} optimizer steps (--max-steps {limit})")
         return None
 
     # -- the TorchFunctionMode ------------------------------------------------------------------------------
@@ -567,14 +592,26 @@ class Session:
         return handle
 
     def _backward(self, func, args, kwargs):
+        if self.stopping:
+            self.stop()
+        self.backwards += 1
         tensor = args[0] if args else None
         if isinstance(tensor, torch.Tensor) and tensor.grad_fn is not None and not self.retention.is_tracked(tensor):
-            self._detect(lambda: self.retention.track_loss(tensor, self.site()))
+            self._detect(lambda: self.retention.track_loss(tensor, self.site(), at_backward=True))
+        manual = self.manual
+        if manual.active:
+            self._detect(manual.before_backward, tensor)
+            if manual.stop_now:
+                manual.stop_now = False
+                self.stop(manual.stop_message())
         try:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
         except Exception as error:
             self.op_failed(func, args, kwargs, error)
             raise
+        if manual.active:
+            self._detect(manual.after_backward)
+        return result
 
     # -- warnings --------------------------------------------------------------------------------------------
     def _on_warning(self, message, category, filename, lineno, file=None, line=None):
@@ -604,6 +641,108 @@ class Session:
             self.internal_error(error)
         finally:
             self.busy = False
+
+
+RUNAWAY_AFTER = 3  # stops the script caught before the report is written and the process ended
+
+
+class _ManualSteps:
+    """Training without a torch.optim optimizer (`p.data -= lr * p.grad`, `p.sub_(...)` under
+    no_grad): a step is an update of every trainable parameter between two backwards. After a
+    backward, each parameter that got a gradient is fingerprinted — its version counter, its
+    storage, and the value at its largest gradient entry (`p.data.add_` does not bump the
+    version counter); at the next backward, if every one of them changed and no optimizer stepped
+    in between, that was a step: it is counted, sampled like an optimizer step, and --max-steps
+    applies. Switched off for good once an optimizer steps."""
+
+    MAX_PARAMETERS = 4096
+
+    def __init__(self, session: "Session") -> None:
+        self.session = session
+        self.active = True
+        self.steps = 0
+        self.stop_now = False
+        self._prints: List[Tuple[Any, int, int, int, float]] = []
+        self._loss: Any = None
+
+    def _parameters(self, loss: Any) -> List[Any]:
+        session = self.session
+        found: Dict[int, Any] = {}
+        for key in session._root_order:
+            root = session._roots.get(key)
+            if root is not None:
+                for param in root.parameters():
+                    if param.requires_grad:
+                        found.setdefault(id(param), param)
+        if not found and isinstance(loss, torch.Tensor) and loss.grad_fn is not None:
+            from torchlint.runtime.graph import walk
+
+            # plain leaf tensors (`w = torch.randn(..., requires_grad=True)`)
+            for node in walk([loss.grad_fn]).values():
+                variable = getattr(node, "variable", None)
+                if isinstance(variable, torch.Tensor) and variable.requires_grad:
+                    found.setdefault(id(variable), variable)
+        return list(found.values())[: self.MAX_PARAMETERS]
+
+    def before_backward(self, loss: Any) -> None:
+        session = self.session
+        if session._steps or len(session._optimizers) or session._in_step:
+            self.active = False  # an optimizer trains this script (LBFGS's closure backwards run inside its step)
+            self._prints = []
+            return
+        prints, self._prints = self._prints, []
+        with _QUIET():
+            changed = bool(prints) and all(self._changed(item) for item in prints)
+        if not changed:
+            self._loss = loss
+            return
+        self.steps += 1
+        step = self.steps
+        session.iteration += 1
+        session.step_of_last_step = step
+        session.retention.check()
+        session.module_state.after_step()
+        session.memory.after_step(step)
+        limit = session.options.max_steps
+        if limit and step >= limit:
+            self.stop_now = True
+        self._loss = loss
+
+    def after_backward(self) -> None:
+        session = self.session
+        if session._steps or len(session._optimizers) or session._in_step:
+            self.active = False
+            return
+        loss, self._loss = self._loss, None
+        with _QUIET():
+            self._prints = self._fingerprints(loss)
+
+    def _fingerprints(self, loss: Any) -> List[Tuple[Any, int, int, int, float]]:
+        prints = []
+        for param in self._parameters(loss):
+            grad = param.grad
+            if grad is None or grad.numel() == 0 or grad.layout != torch.strided or param.is_meta or grad.is_meta:
+                continue
+            index = int(grad.detach().abs().reshape(-1).argmax())
+            value = float(param.detach().reshape(-1)[index])
+            prints.append((weakref.ref(param), param._version, param.data_ptr(), index, value))
+        return prints
+
+    @staticmethod
+    def _changed(item: Tuple[Any, int, int, int, float]) -> bool:
+        ref, version, pointer, index, value = item
+        param = ref()
+        if param is None:
+            return False
+        if param._version != version or param.data_ptr() != pointer:
+            return True
+        flat = param.detach().reshape(-1)
+        return index < flat.numel() and float(flat[index]) != value
+
+    def stop_message(self) -> str:
+        limit = self.session.options.max_steps
+        return (f"stopped after {self.steps} hand-written update steps (no torch.optim optimizer; a step is an "
+                f"update of every trainable parameter between two backwards) (--max-steps {limit})")
 
 
 _WARNING_MESSAGES = {

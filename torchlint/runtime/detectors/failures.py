@@ -109,6 +109,9 @@ class Failures:
         op, modules, site = self._context(outer)
         if site is None:
             return False
+        if family in (signatures.DTYPE_ERROR, signatures.DEVICE_ERROR) and \
+                self._unregistered(error, family, op, modules, site):
+            return True
         handler = {
             signatures.VIEW_ERROR: self._view,
             signatures.NO_CUDA: self._no_cuda,
@@ -212,6 +215,44 @@ class Failures:
             f"{_first_sentence(error)} `{qualified}` ({describe(value)}) is neither parameter nor buffer while "
             f"the parameters are on {devices}",
             path=path, line=line, related=tuple(lines) + site.stack, spans=(span,) if span else ())
+
+    def _unregistered(self, error, family, op, modules, site) -> bool:
+        """A dtype or device error inside a module that sits in a plain list/dict attribute (TL101):
+        `model.double()` / `model.to(device)` converted the registered parameters and skipped its."""
+        state = self.session.module_state
+        if not state.watched:
+            return False
+        operand_ids = {id(t) for _, t in (op.operands if op is not None else [])}
+        for module in modules:
+            entry = state.unregistered_entry(module)
+            if entry is None:
+                continue
+            owner = entry.owner()
+            if owner is None:
+                continue
+            found = state.container_line(entry)
+            if found is None:
+                return False
+            path, line, related, spans = found
+            kind = "dtype" if family == signatures.DTYPE_ERROR else "device"
+            own = sorted({(str(p.dtype) if kind == "dtype" else str(p.device)).replace("torch.", "")
+                          for p in module.parameters()})
+            root = self.session.main_model()
+            registered = sorted({(str(p.dtype) if kind == "dtype" else str(p.device)).replace("torch.", "")
+                                 for p in root.parameters()}) if root is not None else []
+            operand = " (one of the failing op's operands)" if any(id(p) in operand_ids for p in module.parameters()) \
+                else ""
+            self.session.observe(
+                "TL101", None,
+                f"`self.{entry.attr}` is a plain {type(owner.__dict__.get(entry.attr)).__name__}: `.to()`, `.double()` "
+                f"and `.half()` skip what it holds; use `nn.ModuleList`/`nn.ModuleDict`",
+                f"{_first_sentence(error).rstrip('.')}; the error is in `{type(module).__name__}` from "
+                f"`{type(owner).__name__}.{entry.attr}`, whose parameters{operand} are {'/'.join(own) or '?'} while "
+                f"the registered ones are {'/'.join(registered) or '?'}: the {kind} conversion skipped them",
+                path=path, line=line, related=related + site.stack, spans=spans, ended_run=True)
+            entry.linked = True
+            return True
+        return False
 
     def _dtype(self, error, family, op, modules, site) -> bool:
         import torch

@@ -11,7 +11,9 @@ very error TL001 is about.
 
 from __future__ import annotations
 
+import math
 import re
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
@@ -21,18 +23,31 @@ from torchlint.runtime.graph import mib
 _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
 
 
-class _Packed:
-    """What the graph holds instead of the saved tensor. It keeps `t.detach()` (same storage and
-    version counter): keeping `t` itself would close a reference cycle through C++ that the
-    garbage collector cannot see (graph -> _Packed -> t -> grad_fn -> graph)."""
+class _Packed(list):
+    """What the graph holds instead of the saved tensor: `[tensor, version]`, or `[tensor.detach(),
+    version, producer, output_nr]` for a tensor with a grad_fn. The detached tensor has the same
+    storage and version counter; keeping the tensor itself would close a reference cycle through
+    C++ that the garbage collector cannot see (graph -> _Packed -> t -> grad_fn -> graph). A list
+    subclass, so that building one runs no Python code; it takes weak references (without a
+    callback: nothing of ours runs when a graph frees it, see runtime/interrupt.py)."""
 
-    __slots__ = ("tensor", "version", "producer", "output_nr", "__weakref__")
+    __slots__ = ("__weakref__",)
 
-    def __init__(self, tensor: Any, version: int, producer: Optional[type], output_nr: int) -> None:
-        self.tensor = tensor
-        self.version = version
-        self.producer = producer
-        self.output_nr = output_nr
+    @property
+    def tensor(self) -> Any:
+        return self[0]
+
+    @property
+    def version(self) -> int:
+        return self[1]
+
+    @property
+    def producer(self) -> Optional[type]:
+        return self[2] if len(self) > 2 else None
+
+    @property
+    def output_nr(self) -> int:
+        return self[3] if len(self) > 3 else 0
 
 
 def modified_message(packed: _Packed, current_version: int) -> str:
@@ -77,60 +92,164 @@ class Growth:
 
 
 class Memory:
-    """The saved-tensor hooks and the per-step samples."""
+    """The saved-tensor hooks and the per-step samples.
 
-    def __init__(self) -> None:
-        self._live: "weakref.WeakSet[_Packed]" = weakref.WeakSet()
+    The hooks cost a Python call per saved tensor (pack) and per use in backward (unpack): on a
+    recurrent model stepping small cells over a sequence that is thousands of calls a step, which
+    no amount of care inside the hooks makes cheap (a no-op pair alone costs ~1.25x there). So
+    they can be on in one step of every `every` only (steps 1, 1 + every, ...), and always while
+    an evaluation call is measured (TL106); in the other steps autograd saves tensors itself and
+    makes its own in-place check. `every=None` decides after step 2 (both watched): 1 when the
+    hooks cost at most TARGET of the step (PACK_SECONDS per saved tensor, measured on the
+    development machine), else enough to bring them down to about that. A sample then counts the
+    graphs built in watched steps only; the report says so."""
+
+    PRUNE_AT = 100_000
+    # CPU per saved tensor (its pack and its unpack call, and what they do), torch 2.13 CPU, on the
+    # development machine: the recurrent trainer of bench/run_overhead.py (~3,100 saved tensors in a
+    # ~50 ms step) read 1.41-1.45x with the hooks on every step, 1.05x with one step in 8
+    PACK_SECONDS = 6e-6
+    TARGET = 0.1
+    MAX_EVERY = 8
+
+    def __init__(self, every: Optional[int] = 1) -> None:
+        self._live: List[Any] = []  # weak references (no callbacks) to the _Packed of watched steps
+        self._prune_at = self.PRUNE_AT
         self.samples: List[Sample] = []
-        self.enabled = True
-        # bytes packed while `measuring` (for "saved tensors per batch" of one forward)
+        self.every = max(int(every), 1) if every else 1
+        self.adaptive = not every
+        self.packs = 0  # pack calls so far
+        self._step_clock: Optional[Tuple[float, int]] = None  # (time, packs) at the end of step 1
+        # distinct storages packed while `measuring` (the saved bytes of one evaluation call)
         self.measuring = 0
-        self.measured = 0
+        self._measured: Dict[Tuple[str, int], int] = {}
+        self.measured_calls = 0
         self._hooks = None
+        self._pushed = False
+        self._available = False
+        self._step_watched_now = True
 
     # -- hooks ------------------------------------------------------------------------------------
     def pack(self, tensor: Any) -> Any:
-        if not self.enabled:
-            return tensor
         grad_fn = tensor.grad_fn
-        packed = _Packed(tensor.detach(), tensor._version, type(grad_fn) if grad_fn is not None else None,
-                         tensor.output_nr if grad_fn is not None else 0)
-        self._live.add(packed)
+        if grad_fn is None:
+            packed = _Packed((tensor, tensor._version))
+        else:
+            packed = _Packed((tensor.detach(), tensor._version, type(grad_fn), tensor.output_nr))
+        self.packs += 1
+        live = self._live
+        live.append(weakref.ref(packed))
+        if len(live) > self._prune_at:
+            self._prune()
         if self.measuring:
-            try:
-                self.measured += tensor.numel() * tensor.element_size()
-            except Exception:  # noqa: BLE001
-                pass
+            self._measure(tensor)
         return packed
 
     @staticmethod
     def unpack(packed: Any) -> Any:
         if type(packed) is not _Packed:
             return packed
-        tensor = packed.tensor
+        tensor = packed[0]
         version = tensor._version
-        if version != packed.version:
+        if version != packed[1]:
             raise RuntimeError(modified_message(packed, version))
         return tensor
 
+    def _prune(self) -> None:
+        self._live = [ref for ref in self._live if ref() is not None]
+        self._prune_at = max(2 * len(self._live), self.PRUNE_AT)
+
+    def _measure(self, tensor: Any) -> None:
+        from torchlint.runtime.graph import storage_key_bytes
+
+        found = storage_key_bytes(tensor)
+        if found is not None:
+            self._measured[found[0]] = found[1]
+
+    def measure_begin(self) -> None:
+        """Count the distinct storages saved from now on (the hooks are on meanwhile)."""
+        if self.measuring == 0:
+            self._measured = {}
+            self._push()
+        self.measuring += 1
+
+    def measure_end(self) -> int:
+        """Bytes of the distinct storages saved since `measure_begin` (one evaluation call)."""
+        self.measuring = max(self.measuring - 1, 0)
+        saved = sum(self._measured.values())
+        if self.measuring == 0:
+            self._measured = {}
+            self.watch_step(self._step_watched_now)
+        return saved
+
     def install(self) -> bool:
+        """False when saved-tensor hooks are disabled in this process (e.g. by torch.compile)."""
+        self._available = True
+        self._step_watched_now = True
+        self._available = self._push()
+        return self._available
+
+    def _push(self) -> bool:
+        if self._pushed or not self._available:
+            return self._pushed
         import torch
 
         try:
-            self._hooks = torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
-            self._hooks.__enter__()
-        except Exception:  # noqa: BLE001 - hooks disabled in this process (e.g. by torch.compile)
-            self._hooks = None
+            torch._C._autograd._push_saved_tensors_default_hooks(self.pack, self.unpack)
+        except Exception:  # noqa: BLE001
             return False
+        self._pushed = True
         return True
 
+    def _pop(self) -> None:
+        if not self._pushed:
+            return
+        import torch
+
+        try:
+            top = torch._C._autograd._top_saved_tensors_default_hooks(False)
+            if top is None or top[0] != self.pack:  # the script pushed hooks of its own on top: leave them
+                return
+            torch._C._autograd._pop_saved_tensors_default_hooks()
+        except Exception:  # noqa: BLE001 - the stack was changed under us; nothing to restore
+            return
+        self._pushed = False
+
+    def watch_step(self, on: bool) -> None:
+        """Hooks on (or off) for the step that starts now."""
+        self._step_watched_now = on
+        if self.measuring:
+            return
+        if on:
+            self._push()
+        else:
+            self._pop()
+
+    def after_step(self, step: int) -> None:
+        """Sample at the end of `step`, then switch the hooks for step `step + 1`."""
+        self.sample(step)
+        if self.adaptive and step <= 2:
+            now = time.thread_time()  # CPU time: waiting for a core on a busy machine is no cost of the hooks
+            if step == 1:
+                self._step_clock = (now, self.packs)
+            elif self._step_clock is not None:
+                started, packs = self._step_clock
+                self.every = self.choose_every(self.packs - packs, now - started)
+        self.watch_step(step % self.every == 0)
+
+    @classmethod
+    def choose_every(cls, packs: int, seconds: float) -> int:
+        """The stride for a watched step that saved `packs` tensors in `seconds`."""
+        hooks = packs * cls.PACK_SECONDS
+        share = hooks / max(seconds - hooks, 1e-9)
+        if share <= cls.TARGET:
+            return 1
+        return min(cls.MAX_EVERY, int(math.ceil(share / cls.TARGET)))
+
     def uninstall(self) -> None:
-        if self._hooks is not None:
-            try:
-                self._hooks.__exit__(None, None, None)
-            except Exception:  # noqa: BLE001 - the stack was changed under us; nothing to restore
-                pass
-            self._hooks = None
+        self.measuring = 0
+        self._pop()
+        self._available = False
 
     # -- samples ----------------------------------------------------------------------------------
     def live(self) -> Tuple[int, int]:
@@ -138,9 +257,10 @@ class Memory:
         from torchlint.runtime.graph import storage_key_bytes
 
         storages: Dict[Tuple[str, int], int] = {}
-        packed = list(self._live)
+        self._prune()
+        packed = [item for item in (ref() for ref in self._live) if item is not None]
         for item in packed:
-            found = storage_key_bytes(item.tensor)
+            found = storage_key_bytes(item[0])
             if found is not None:
                 storages[found[0]] = found[1]
         return sum(storages.values()), len(packed)
@@ -156,7 +276,11 @@ class Memory:
 
     def growth(self, min_steps: int = 5, min_bytes: int = 1024 * 1024) -> Optional[Growth]:
         """A steady growth over the samples: a positive least-squares slope, at least 80 % of the
-        step-to-step changes non-negative, and at least `min_bytes` gained."""
+        step-to-step changes non-negative, and at least `min_bytes` gained (`min_bytes / every`
+        when only one step in `every` is counted)."""
+        use_cuda = bool(self.samples) and all(s.cuda_allocated is not None for s in self.samples)
+        if not use_cuda:
+            min_bytes = min_bytes // self.every
         if len(self.samples) < min_steps:
             return None
         use_cuda = all(s.cuda_allocated is not None for s in self.samples)

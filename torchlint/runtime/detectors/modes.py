@@ -8,7 +8,9 @@ user's files), so library helpers that run a model in train mode under no_grad o
 TL106: every such forward gets a pre-hook on the grad_fn of each tensor it returns; a backward
 that reaches the graph fires it. A call site is reported once a forward there was followed by
 another call at the same site (or the end of the script) without its graph ever being used.
-The evidence is the bytes of tensors autograd saved during that forward.
+The evidence is the bytes of the distinct storages autograd saved during that forward — the
+measure the memory samples and TL003 use, so a tensor saved by two nodes (a ReLU's output that
+the next Linear saves too) counts once.
 """
 
 from __future__ import annotations
@@ -82,20 +84,17 @@ class Modes:
 
     # -- TL106 ------------------------------------------------------------------------------------------
     def eval_call_starts(self, root: Any, site: Site) -> None:
-        memory = self.session.memory
-        memory.measuring += 1
-        self._active = ((site.path, site.line), site, memory.measured)
+        self.session.memory.measure_begin()
+        self._active = ((site.path, site.line), site)
 
     def eval_call_ends(self, root: Any, output: Any) -> None:
         import torch
 
-        memory = self.session.memory
         active, self._active = self._active, None
-        memory.measuring = max(memory.measuring - 1, 0)
         if active is None:
             return
-        key, site, measured_before = active
-        saved = memory.measured - measured_before
+        saved = self.session.memory.measure_end()
+        key, site = active
         tensors = _output_tensors(output, torch.Tensor)
         roots = [t.grad_fn for t in tensors if t.grad_fn is not None]
         if not roots:

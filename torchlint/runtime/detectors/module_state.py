@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Dict, List, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from torchlint.runtime import project
 from torchlint.runtime.graph import describe, mib, saved_bytes, walk
@@ -38,6 +38,7 @@ class _Unregistered:
     modules: List[Any]  # weakrefs of the unregistered submodules
     parameters: List[Any]  # weakrefs of unregistered parameters (their own and the submodules')
     kinds: str
+    linked: bool = False  # a failure was already reported as this container's (dtype/device error)
 
 
 class ModuleState:
@@ -164,13 +165,37 @@ class ModuleState:
                 self._unregistered.append(entry)
                 self.watched.update(id(m) for m in found_modules)
 
+    def unregistered_entry(self, module: Any) -> Optional[_Unregistered]:
+        """The plain container that holds `module` (an unregistered submodule), if any."""
+        if id(module) not in self.watched:
+            return None
+        for entry in self._unregistered:
+            if any(r() is module for r in entry.modules):
+                return entry
+        return None
+
+    @staticmethod
+    def container_line(entry: _Unregistered):
+        """(path, line, related lines, spans) of the assignment of the container, or None."""
+        owner = entry.owner()
+        if owner is None:
+            return None
+        cls = type(owner)
+        lines = project.attribute_lines(cls, entry.attr, methods=["__init__"]) or \
+            project.attribute_lines(cls, entry.attr)
+        span = project.class_span(cls)
+        if not lines and span is None:
+            return None
+        path, line = lines[0] if lines else (span[0], span[1])  # type: ignore[index]
+        return path, line, tuple(lines), (span,) if span else ()
+
     def report_unregistered(self) -> None:
         """At the end of the run: the unregistered submodules whose forward ran (and the
         unregistered parameters that received a gradient)."""
         session = self.session
         for entry in self._unregistered:
             owner = entry.owner()
-            if owner is None:
+            if owner is None or entry.linked:
                 continue
             ran = [m for m in (r() for r in entry.modules) if m is not None and id(m) in self.called]
             params = [p for p in (r() for r in entry.parameters) if p is not None]

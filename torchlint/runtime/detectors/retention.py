@@ -39,6 +39,7 @@ class _Tracked:
     site: Optional[Site]
     kind: str  # "loss" or "sum"
     used: bool = False  # a backward went through its grad_fn
+    seen_at_backward: bool = False  # first seen when backward() was called on it (site: that call)
 
 
 @dataclass
@@ -64,10 +65,10 @@ class Retention:
         entry = self._tracked.get(id(tensor))
         return entry is not None and entry.ref() is tensor
 
-    def track_loss(self, tensor: Any, site: Optional[Site]) -> None:
+    def track_loss(self, tensor: Any, site: Optional[Site], at_backward: bool = False) -> None:
         if tensor.grad_fn is None or self.is_tracked(tensor) or len(self._tracked) >= MAX_TRACKED:
             return
-        entry = _Tracked(None, {self.session.iteration}, site, "loss")
+        entry = _Tracked(None, {self.session.iteration}, site, "loss", seen_at_backward=at_backward)
         key = (site.path, site.line) if site is not None else None
         stats = self._sites.setdefault(key, _SiteStats()) if key is not None else None
         entry.ref = weakref.ref(tensor, self._on_death(id(tensor), entry, stats))
@@ -169,7 +170,8 @@ class Retention:
         ids = {id(t) for _, t in retained}
         holder = self._find_holder(ids)
         steps = sorted({i for entry, _ in retained for i in entry.iterations})
-        created = retained[0][0].site
+        first = retained[0][0]
+        created = first.site
         if holder is None:
             if created is None:
                 return
@@ -188,7 +190,8 @@ class Retention:
                     f"{mib(saved_bytes(nodes))} of saved tensors retained")
         related = tuple(lines) + tuple(stack)
         if created is not None:
-            evidence += f" (created at line {created.line})"
+            evidence += (f" (backward() called on them at line {created.line})" if first.seen_at_backward
+                         else f" (created at line {created.line})")
             related += ((created.path, created.line),)
         session.observe(
             "TL003", None,
@@ -258,6 +261,9 @@ class Retention:
                 code = frame.f_code
                 scope = project.function_node(code.co_filename, code.co_firstlineno, code.co_name)
                 lines = project.container_update_lines(scope, found) if scope is not None else []
+                if not lines:  # updated in another function of the file (a logging helper)
+                    tree = project.parse_file(code.co_filename)
+                    lines = project.container_update_lines(tree, found) if tree is not None else []
                 located = [(code.co_filename, n) for n in lines] or [(code.co_filename, frame.f_lineno)]
                 stack = tuple((f.f_code.co_filename, f.f_lineno) for f in frames)
                 return found, located, stack
