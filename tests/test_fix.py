@@ -277,6 +277,7 @@ def test_fix_on_fixtures_fixes_exactly_the_safe_findings_then_unsafe_then_nothin
     hashes = tree_hashes(copy)
     second = torchlint("--fix", "--unsafe-fixes", "--show-fixes", str(copy))
     assert tree_hashes(copy) == hashes
+    assert second.stdout.count("\n") >= 2, (second.returncode, second.stderr[-3000:])
     assert "fixed" not in second.stdout.split("\n")[-2]
     for path in copy.rglob("*.py"):
         assert parses(path.read_text(encoding="utf-8")), path

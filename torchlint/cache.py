@@ -205,12 +205,13 @@ class Cache:
     def _manifest_path(self) -> Path:
         return self.entries / f"rules-{self.fingerprint}.json"
 
-    def load_manifest(self) -> Optional[List[Tuple[str, Tuple[str, ...]]]]:
+    def load_manifest(self) -> Optional[List[Tuple[str, Tuple[str, ...], bool]]]:
         try:
             raw = json.loads(self._manifest_path().read_bytes())
             if raw.get("fingerprint") != self.fingerprint:
                 return None
-            return [(str(code), tuple(str(t) for t in triggers)) for code, triggers in raw["rules"]]
+            return [(str(code), tuple(str(t) for t in triggers), bool(cross_file))
+                    for code, triggers, cross_file in raw["rules"]]
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -218,7 +219,8 @@ class Cache:
         self._prepare()
         if not self.writable:
             return
-        payload = {"fingerprint": self.fingerprint, "rules": [[r.code, list(r.triggers)] for r in rules]}
+        payload = {"fingerprint": self.fingerprint,
+                   "rules": [[r.code, list(r.triggers), r.cross_file_triggers] for r in rules]}
         try:
             _atomic_write(self._manifest_path(), json.dumps(payload).encode())
         except OSError:

@@ -43,12 +43,15 @@ def could_match(text: str, rules: Sequence[Rule]) -> bool:
     return not PREFILTER_ENABLED or bool(rules_that_could_fire(text, rules))
 
 
-def rules_that_could_fire(text: str, rules: Sequence[Rule]) -> Sequence[Rule]:
-    """The rules with a trigger in `text` (all of them when the pre-filter is off): a rule none
-    of whose triggers occurs cannot report, so its matcher is not run on this file either."""
+def rules_that_could_fire(text: str, rules: Sequence[Rule], imported: str = "") -> Sequence[Rule]:
+    """The rules with a trigger in `text`, or (for a rule whose facts may come from another file)
+    in `imported`, the text of the project files this one imports; all of them when the
+    pre-filter is off. A rule none of whose triggers occurs cannot report, so its matcher is not
+    run on this file either."""
     if not PREFILTER_ENABLED:
         return rules
-    return [rule for rule in rules if not rule.triggers or any(trigger in text for trigger in rule.triggers)]
+    return [rule for rule in rules if not rule.triggers or any(trigger in text for trigger in rule.triggers)
+            or (imported and rule.cross_file_triggers and any(trigger in imported for trigger in rule.triggers))]
 
 
 # Tests switch this off to prove the pre-filter sound (identical findings with and without it).
@@ -88,7 +91,7 @@ def lint_text(
     if module is None:
         # A rule's trigger may stand in a project file this one imports (`Dropout` in model.py).
         imported, result.dependencies = project.imported_text(path, text)
-        rules = rules_that_could_fire(text + imported, rules) if imported else rules_that_could_fire(text, rules)
+        rules = rules_that_could_fire(text, rules, imported)
         if not rules:
             if syntax_ok(text):  # no rule can fire; still report a syntax error like any other file
                 return result

@@ -43,7 +43,7 @@ class Linter:
         self.select = tuple(select)
         self.ignore = tuple(ignore)
         self.cache_dir = cache_dir
-        self.manifest = manifest  # [(code, triggers)] or None (then the rules are imported)
+        self.manifest = manifest  # [(code, triggers, cross_file)] or None (then the rules are imported)
         self._cache = None
         self._codes: Dict[tuple, Tuple[str, ...]] = {}
         self._rules_by_code = None
@@ -63,12 +63,12 @@ class Linter:
             self._cache = Cache(self.cache_dir)
         return self._cache
 
-    def _all(self) -> List[Tuple[str, Tuple[str, ...]]]:
+    def _all(self) -> List[Tuple[str, Tuple[str, ...], bool]]:
         if self.manifest is None:
             from torchlint.rules import all_rules
 
             rules = all_rules()
-            self.manifest = [(rule.code, tuple(rule.triggers)) for rule in rules]
+            self.manifest = [(rule.code, tuple(rule.triggers), rule.cross_file_triggers) for rule in rules]
             if self.cache is not None:
                 self.cache.save_manifest(rules)
         return self.manifest
@@ -81,15 +81,15 @@ class Linter:
         if codes is None:
             selected = self.select or ("TL",)
             codes = tuple(
-                code for code, _ in self._all()
+                code for code, *_ in self._all()
                 if code.startswith(selected) and not (ignored and code.startswith(ignored))
             )
             self._codes[key] = codes
         return codes
 
-    def _triggers(self, codes: Sequence[str]):
-        table = dict(self._all())
-        return [table[code] for code in codes]
+    def _triggers(self, codes: Sequence[str], cross_file_only: bool = False):
+        table = {code: (triggers, cross_file) for code, triggers, cross_file in self._all()}
+        return [table[code][0] for code in codes if table[code][1] or not cross_file_only]
 
     def _rules(self, codes: Sequence[str]):
         if self._rules_by_code is None:
@@ -158,7 +158,7 @@ class Linter:
         """The result when it needs no parse: undecodable bytes, or no trigger in the text."""
         from torchlint.prefilter import without_parse
 
-        return without_parse(path, data, self._triggers(codes))
+        return without_parse(path, data, self._triggers(codes), self._triggers(codes, cross_file_only=True))
 
 
 def _read(path: str):

@@ -83,7 +83,7 @@ def too_deep(text: str) -> Optional[str]:
     return None
 
 
-def without_parse(path: str, data: bytes, trigger_sets):
+def without_parse(path: str, data: bytes, trigger_sets, cross_file_sets=None):
     """A file's FileResult when it needs no parse (bytes that do not decode, or no trigger of an
     enabled rule in the text), else None. Gives exactly what the engine would."""
     from torchlint import diagnostics
@@ -99,7 +99,10 @@ def without_parse(path: str, data: bytes, trigger_sets):
         from torchlint.analysis.project import imported_text
 
         imported, dependencies = imported_text(path, source.text)
-        if imported and could_match_triggers(imported, trigger_sets):
+        # Only the rules whose facts may come from another file (`cross_file_sets`; by default
+        # every rule's) look at the imported text.
+        searched = trigger_sets if cross_file_sets is None else cross_file_sets
+        if imported and searched and could_match_triggers(imported, searched):
             return None
         return FileResult(path, dependencies=dependencies)
     return None  # the engine decides (and reports a syntax error exactly as it always does)

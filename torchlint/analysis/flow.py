@@ -57,6 +57,9 @@ class Flow:
         self._store_cache: Dict[int, Optional[Def]] = {}
         self._reaching_cache: Dict[Tuple[int, str], Optional[Tuple[Def, ...]]] = {}
         self._declared: Dict[int, frozenset] = {}
+        # id(statement) -> its index, per body: a walk from a module-level point asks a long
+        # module body for its position once per name, so a scan each time is quadratic.
+        self._positions: Dict[int, Dict[int, int]] = {}
 
     # -- public -------------------------------------------------------------------------------
     def reaching(self, use: cst.Name) -> Optional[Tuple[Def, ...]]:
@@ -133,7 +136,10 @@ class Flow:
             kind = type(parent)
             body = getattr(parent, "body", None)
             if type(body) is tuple or type(body) is list:
-                position = _position(body, child)
+                positions = self._positions.get(id(body))
+                if positions is None:
+                    positions = self._positions[id(body)] = {id(each): i for i, each in enumerate(body)}
+                position = positions.get(id(child))
                 if position is not None:
                     for statement in reversed(body[:position]):
                         found, certain = self._last(statement, name)

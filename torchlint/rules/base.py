@@ -120,6 +120,10 @@ class Rule:
     # The rule can only fire on a file containing one of these strings (soundly: every finding
     # of the rule needs one of them in the source). Used to skip the parse.
     triggers: ClassVar[Tuple[str, ...]] = ()
+    # The fact a trigger names may live in a project file this one imports (`Dropout` of a model
+    # defined in model.py, the `device` of config.py): the pre-filter then also searches those
+    # files' text for the triggers. Other rules' triggers must stand in the file itself.
+    cross_file_triggers: ClassVar[bool] = False
     node_types: ClassVar[Sequence[Type[cst.CSTNode]]] = ()
     # Where the rule's runtime confirmation cases live (torchlint/verify/cases/<module>.py).
     confirmation_module: ClassVar[str] = ""

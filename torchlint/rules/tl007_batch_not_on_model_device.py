@@ -18,6 +18,7 @@ class BatchNotOnModelDevice(Rule):
     summary = "DataLoader batch reaches a model moved to another device without being moved itself"
     fix_availability = "none"
     triggers = ("DataLoader",)
+    cross_file_triggers = True
     node_types = (cst.Call,)
     confirmation_module = "tl007"
     default_severity = Severity.ERROR

@@ -22,6 +22,7 @@ class HardCodedCuda(Rule):
     summary = "Hard-coded CUDA in code that chooses its device at run time fails without a GPU"
     fix_availability = "sometimes"
     triggers = ("cuda",)
+    cross_file_triggers = True
     node_types = (cst.Call, cst.Attribute)
     confirmation_module = "tl008"
     severity_docs = """

@@ -18,6 +18,7 @@ class HalfInputToFloatModel(Rule):
     summary = "Half-precision input to a float32 model outside autocast fails with a dtype mismatch"
     fix_availability = "none"
     triggers = ("half", "float16", "HalfTensor")
+    cross_file_triggers = True
     node_types = (cst.Call,)
     confirmation_module = "tl009"
     default_severity = Severity.ERROR

@@ -18,6 +18,7 @@ class BackwardOnNoGradResult(Rule):
     summary = "`.backward()` on a result computed under `no_grad`/`inference_mode` always fails"
     fix_availability = "none"
     triggers = ("no_grad", "inference_mode")
+    cross_file_triggers = True
     node_types = (cst.Call,)
     confirmation_module = "tl104"
     default_severity = Severity.ERROR

@@ -20,6 +20,7 @@ class EvalInTrainingMode(Rule):
     summary = "Evaluation loop over a model with Dropout/BatchNorm without `model.eval()`"
     fix_availability = "sometimes"
     triggers = ("Dropout", "BatchNorm", "InstanceNorm", "torchvision")
+    cross_file_triggers = True
     node_types = (cst.Call,)
     confirmation_module = "tl107"
     default_severity = Severity.ERROR

@@ -24,6 +24,7 @@ class SoftmaxBeforeCrossEntropy(Rule):
     summary = "Softmax output fed to `CrossEntropyLoss`/`NLLLoss`: the loss expects logits / log-probabilities"
     fix_availability = "sometimes"
     triggers = ("softmax", "Softmax")
+    cross_file_triggers = True
     node_types = (cst.Call,)
     confirmation_module = "tl108"
     default_severity = Severity.ERROR

@@ -18,6 +18,7 @@ class SigmoidBeforeBCE(Rule):
     summary = "`sigmoid` then `BCELoss` saturates at large logits: use `BCEWithLogitsLoss` on the logits"
     fix_availability = "sometimes"
     triggers = ("sigmoid", "Sigmoid", "expit")
+    cross_file_triggers = True
     node_types = (cst.Call,)
     confirmation_module = "tl109"
     severity_docs = """

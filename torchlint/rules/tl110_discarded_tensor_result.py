@@ -22,6 +22,7 @@ applied). A **note** when it is a local that is never read again, and a **warnin
 """
     # every finding needs a tensor or a torch function, so an import of torch
     triggers = ("torch",)
+    cross_file_triggers = True
     node_types = (cst.Call,)
     confirmation_module = "tl110"
     docs = """

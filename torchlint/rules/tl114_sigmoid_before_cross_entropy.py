@@ -23,6 +23,7 @@ Always an **error**: CrossEntropy/NLL of sigmoid outputs trains towards the wron
 shrinks the gradients.
 """
     triggers = ("sigmoid", "Sigmoid", "expit")
+    cross_file_triggers = True
     node_types = (cst.Call,)
     confirmation_module = "tl114"
     docs = """
