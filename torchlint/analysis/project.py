@@ -38,8 +38,8 @@ import libcst as cst
 from torchlint.analysis.value import (
     AG_NONE, AG_UNKNOWN, CONTAINER, MODULE, TENSOR_KINDS, UNKNOWN, ModuleInfo, Value,
 )
+from torchlint.project_root import find_root  # the same root as `torchlint run`'s
 
-_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 _INSTALLED_PARTS = frozenset({"site-packages", "dist-packages", "node_modules", ".tox", ".nox"})
 # Import roots that are never the user's: the libraries the value model knows by name.
 _LIBRARY_ROOTS = frozenset({
@@ -54,19 +54,6 @@ MAX_FILES = 200  # project modules summarised for one linted file's imports (tra
 
 def enabled() -> bool:
     return not os.environ.get("TORCHLINT_NO_PROJECT")
-
-
-def find_root(path: str) -> str:
-    """The project root of `path` (the same as `torchlint run`'s)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    current = directory
-    while True:
-        if any(os.path.exists(os.path.join(current, marker)) for marker in _ROOT_MARKERS):
-            return current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return directory
-        current = parent
 
 
 # -- facts ---------------------------------------------------------------------------------------

@@ -19,22 +19,11 @@ import sysconfig
 from functools import lru_cache
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-_ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+from torchlint.project_root import find_root as find_project_root  # noqa: F401 (used by command.py)
+
 _INSTALLED_PARTS = ("site-packages", "dist-packages")
 _TORCHLINT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_IMPORTED_FILES = 200
-
-
-def find_project_root(script: str) -> str:
-    directory = os.path.dirname(os.path.abspath(script))
-    current = directory
-    while True:
-        if any(os.path.exists(os.path.join(current, marker)) for marker in _ROOT_MARKERS):
-            return current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return directory
-        current = parent
 
 
 def _library_dirs() -> Tuple[str, ...]:
