@@ -6,7 +6,7 @@ analysis that asks it."""
 
 from __future__ import annotations
 
-from typing import Optional, Set
+from typing import Dict, List, Optional, Set
 
 import libcst as cst
 
@@ -62,10 +62,17 @@ def backward_target(sem, call: cst.Call) -> Optional[cst.BaseExpression]:
 
 def backwarded_names(sem, scope: cst.CSTNode) -> Set[str]:
     """Names `n` in `scope` (a function or the module) on which a backward pass runs."""
+    return set(backwarded_uses(sem, scope))
+
+
+def backwarded_uses(sem, scope: cst.CSTNode) -> Dict[str, List[cst.Name]]:
+    """For each name in `scope` on which a backward pass runs, the Name nodes it runs on (`loss`
+    in `loss.backward()`, `scaler.scale(loss).backward()`): the definitions reaching them are the
+    values that are backpropagated, not every value the name ever holds."""
     cache = sem.__dict__.setdefault("_training_backwarded", {})
     found = cache.get(id(scope))
     if found is None:
-        found = set()
+        found = {}
         for call in sem.index.descendants(scope, cst.Call) if not isinstance(scope, cst.Module) \
                 else sem.index.nodes(cst.Call):
             if sem.scopes.scope_of(call) is not scope:
@@ -74,6 +81,6 @@ def backwarded_names(sem, scope: cst.CSTNode) -> Set[str]:
             while method_call_in(target, _GRAPH_KEEPING):
                 target = target.func.value
             if isinstance(target, cst.Name):
-                found.add(target.value)
+                found.setdefault(target.value, []).append(target)
         cache[id(scope)] = found
     return found

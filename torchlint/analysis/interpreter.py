@@ -629,9 +629,17 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
         target = definition.target
         if type(target) is not cst.Name or self.grad_mode(definition.statement) == GRAD_OFF:
             return False
-        from torchlint.analysis.backward import backwarded_names
+        from torchlint.analysis.backward import backwarded_uses
 
-        return target.value in backwarded_names(self.sem, self.scopes.scope_of(target))
+        for use in backwarded_uses(self.sem, self.scopes.scope_of(target)).get(target.value, ()):
+            reaching = self.flow.reaching(use)
+            # Only a definition that reaches a backward is backpropagated (`y = w * x + b;
+            # y.backward()` says nothing of a later `y = torch.from_numpy(x)`); unknown reach
+            # (a global, a closure) counts.
+            if reaching is None or any(d is definition or (d.target is not None and d.target is target)
+                                       for d in reaching):
+                return True
+        return False
 
     def _augmented(self, definition: Def, frame: Frame) -> Value:
         statement = definition.statement
