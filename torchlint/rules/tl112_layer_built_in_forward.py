@@ -96,7 +96,7 @@ def _lazy_initialisation(sem, call: cst.Call) -> bool:
         or (isinstance(parent.func, cst.Name) and parent.func.value in _REGISTERING))
     assigned = isinstance(statement, cst.Assign) and statement.value is call and all(
         isinstance(t.target, cst.Attribute) for t in statement.targets)
-    if not (registered or assigned):
+    if not (registered or assigned or _stored_later(sem, statement, call)):
         return False
     function = sem.function_of(call)
     for ancestor in sem.ancestors(call):
@@ -104,6 +104,33 @@ def _lazy_initialisation(sem, call: cst.Call) -> bool:
             return False
         if isinstance(ancestor, cst.If):
             return True
+    return False
+
+
+def _stored_later(sem, statement, call: cst.Call) -> bool:
+    """`new = nn.Embedding(...)`, then `self.bias = new` (or `add_module`/`setattr` of it) later
+    in the same block: the layer is registered, built once (transformers' UDOP re-sizes its
+    bias table this way under `if self.expand:`)."""
+    if not (isinstance(statement, cst.Assign) and statement.value is call and len(statement.targets) == 1
+            and isinstance(statement.targets[0].target, cst.Name)):
+        return False
+    name = statement.targets[0].target.value
+    line = sem.parent(statement)
+    block = sem.parent(line)
+    body = getattr(block, "body", None)
+    if not isinstance(body, (list, tuple)) or line not in body:
+        return False
+    for later in body[body.index(line) + 1:]:
+        for assign in sem.index.descendants(later, cst.Assign):
+            if isinstance(assign.value, cst.Name) and assign.value.value == name and all(
+                    isinstance(t.target, cst.Attribute) for t in assign.targets):
+                return True
+        for inner in sem.index.descendants(later, cst.Call):
+            func = inner.func
+            spelled = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if spelled in _REGISTERING and any(isinstance(a.value, cst.Name) and a.value.value == name
+                                               for a in inner.args):
+                return True
     return False
 
 
