@@ -180,3 +180,20 @@ def test_a_sibling_that_does_not_parse(tmp_path: Path) -> None:
     lines = (case / "train.py").read_text().splitlines(keepends=True)
     assert [(text.split()[0], row) for row, _, text, _ in TorchLintChecker(None, lines, str(case / "train.py")).run()] \
         == [("TL003", 19)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_prefilter_sound_across_files(case: Path, monkeypatch) -> None:
+    """Every rule enabled: the same findings with the pre-filter on and off, file by file, so a
+    rule whose trigger stands only in an imported file is marked `cross_file_triggers`."""
+    from torchlint import engine
+
+    for path in _files(case):
+        def key(findings):
+            return sorted((f["code"], f["location"]["row"], f["location"]["column"]) for f in findings
+                          if not f["code"].startswith("TL9"))
+        on = key(_cli([path]))
+        monkeypatch.setattr(engine, "PREFILTER_ENABLED", False)
+        off = key(_cli([path]))
+        monkeypatch.setattr(engine, "PREFILTER_ENABLED", True)
+        assert on == off, path
