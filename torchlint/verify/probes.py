@@ -495,29 +495,17 @@ def _resolve_api(api: str) -> Tuple[Any, str, Any]:
     raise ValueError(f"probe `api_change`: cannot resolve {api!r}")
 
 
-def _mentions(source: str, api: str) -> bool:
-    import re
-
-    return re.search(rf"\b{re.escape(api.rsplit('.', 1)[-1])}\b", source) is not None
-
-
 @probe
 def api_change(source: str, device: str, api: str = "", outcome: str = "raises", error: str = "",
-               match: str = "", checked: str = "torch", origin: str = "",
-               show: Sequence[str] = ()) -> Observation:
+               match: str = "", show: Sequence[str] = ()) -> Observation:
     """Harm: the snippet shows the table entry's claimed outcome on the installed torch.
 
     - outcome "raises": it raises `error` (an exception type) whose message contains `match`;
     - "warns": it emits a warning of category `error` whose text contains `match`;
     - "docs" (deprecated in the documentation only): it calls `api` (counted by wrapping it for
       the run), no warning is emitted, and `api`'s docstring contains `match`.
-    An exception the entry does not claim escapes (ERROR). With `checked="source"` nothing runs
-    (the package is not installed here): the evidence names the sources read (`origin`), and the
-    harm is whether the snippet spells the entry's name."""
-    if checked == "source":
-        spelled = _mentions(source, api)
-        what = f"spells `{api.rsplit('.', 1)[-1]}`" if spelled else f"does not spell `{api.rsplit('.', 1)[-1]}`"
-        return Observation(spelled, f"source-checked, not run: {what}; read in {origin}")
+    An exception the entry does not claim escapes (ERROR). An entry whose package is not installed
+    never reaches the probe: the runner reports it SOURCE-CHECKED (`Case.requires`)."""
     if outcome == "raises":
         return raises(source, device, exc=error or "Exception", match=match, show=show)
     if outcome == "warns":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-from torchlint.verify.runner import API_CHANGE_PROBE, VERDICTS
+from torchlint.verify.runner import API_CHANGE_PROBE, SOURCE_CHECKED, VERDICTS
 
 
 def render_json(report: dict) -> str:
@@ -40,7 +40,7 @@ def _api_table_lines(report: dict) -> list:
         return []
     from torchlint.analysis.api_changes import CHECKED_ON
 
-    source = sum(1 for row in rows if row.get("checked") == "source")
+    source = sum(1 for row in rows if row["verdict"] == SOURCE_CHECKED)
     on = f"torch {report['environment'].get('torch')}"
     line = (f"  API-change table: {len(rows) - source} entries' claims checked on {on} (this run), "
             f"{source} source-checked; the table records {CHECKED_ON}")

@@ -227,7 +227,6 @@ def _row(case: Case, device: str, static_result: dict) -> dict:
         "static": static_result,
         "seconds": None,
         "probe": case.probe,
-        "checked": (case.expect or {}).get("checked", "torch") if case.probe == API_CHANGE_PROBE else None,
     }
 
 
@@ -292,15 +291,8 @@ def decide(row: dict) -> None:
 
 def _decide_api_change(row: dict) -> bool:
     """An API-change entry's verdict where it differs from a rule case's: the entry's claim not
-    seen on this torch is REFUTED (and fails the run); a source-checked entry whose static half
-    holds is SOURCE-CHECKED. False: decide as for any rule case."""
-    bad, static_result = row["bad"], row["static"]
-    if row.get("checked") == "source":
-        if static_result["status"] == static.MISMATCH:
-            return False
-        row["verdict"] = SOURCE_CHECKED
-        row["reason"] = "claim read in the released sources, not run (the package is not installed here)"
-        return True
+    seen on this torch is REFUTED (and fails the run). False: decide as for any rule case."""
+    bad = row["bad"]
     if not bad["harm"]:
         row["verdict"], row["reason"] = REFUTED, "the table's claim did not hold on this torch: " + bad["evidence"]
         return True
