@@ -14,6 +14,7 @@ from typing import List, Optional
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
+from torchlint.analysis import training
 from torchlint.analysis.interpreter import GRAD_OFF
 from torchlint.analysis.semantic import Semantic, keyword, method_call
 from torchlint.analysis.value import MODULE
@@ -146,6 +147,20 @@ NLL_CLASSES = api.NLL_CLASSES
 BCE_CLASSES = api.BCE_CLASSES
 CROSS_ENTROPY_FUNCTIONS = ("torch.nn.functional.cross_entropy",)
 NLL_FUNCTIONS = ("torch.nn.functional.nll_loss",)
+
+
+def classification_loss_kind(sem: Semantic, call: cst.Call) -> Optional[str]:
+    """"ce" when `call` computes a cross-entropy loss (`F.cross_entropy(...)`, a
+    `CrossEntropyLoss` instance called), "nll" for a negative log-likelihood loss, else None."""
+    if sem.is_torch(call, *CROSS_ENTROPY_FUNCTIONS):
+        return "ce"
+    if sem.is_torch(call, *NLL_FUNCTIONS):
+        return "nll"
+    if training.is_criterion(sem, call.func, CROSS_ENTROPY_CLASSES):
+        return "ce"
+    if training.is_criterion(sem, call.func, NLL_CLASSES):
+        return "nll"
+    return None
 BCE_FUNCTIONS = ("torch.nn.functional.binary_cross_entropy",)
 
 

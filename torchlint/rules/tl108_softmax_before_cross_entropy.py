@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import evaluation, training
+from torchlint.analysis import evaluation
 from torchlint.analysis.semantic import Semantic, method_call
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
@@ -76,7 +76,7 @@ probabilities may be used elsewhere.
 
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         sem = ctx.semantic
-        kind = _loss_kind(sem, node)
+        kind = evaluation.classification_loss_kind(sem, node)
         if kind is None:
             return
         argument = evaluation.loss_input(node)
@@ -107,18 +107,6 @@ probabilities may be used elsewhere.
             # The loss is computed on the wrong quantity on every batch: trains (or evaluates) wrongly.
             severity=Severity.ERROR,
         )
-
-
-def _loss_kind(sem: Semantic, call: cst.Call) -> Optional[str]:
-    if sem.is_torch(call, *evaluation.CROSS_ENTROPY_FUNCTIONS):
-        return "ce"
-    if sem.is_torch(call, *evaluation.NLL_FUNCTIONS):
-        return "nll"
-    if training.is_criterion(sem, call.func, evaluation.CROSS_ENTROPY_CLASSES):
-        return "ce"
-    if training.is_criterion(sem, call.func, evaluation.NLL_CLASSES):
-        return "nll"
-    return None
 
 
 def _fix(sem: Semantic, kind: str, argument, source) -> Optional[FixSpec]:

@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import evaluation, training
+from torchlint.analysis import evaluation
 from torchlint.analysis.semantic import Semantic, method_call
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
@@ -67,7 +67,7 @@ the point). A sigmoid held in a variable or applied by the model is left alone, 
 
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         sem = ctx.semantic
-        kind = _loss_kind(sem, node)
+        kind = evaluation.classification_loss_kind(sem, node)
         if kind is None:
             return
         argument = evaluation.loss_input(node)
@@ -83,18 +83,6 @@ the point). A sigmoid held in a variable or applied by the model is left alone, 
             f"`{ctx.short(argument, 40)}` is a sigmoid output{via} fed to {loss}, which expects "
             f"{expects}: the loss cannot approach 0 and gradients shrink; {advice}",
             _fix(sem, kind, argument, source))
-
-
-def _loss_kind(sem: Semantic, call: cst.Call) -> Optional[str]:
-    if sem.is_torch(call, *evaluation.CROSS_ENTROPY_FUNCTIONS):
-        return "ce"
-    if sem.is_torch(call, *evaluation.NLL_FUNCTIONS):
-        return "nll"
-    if training.is_criterion(sem, call.func, evaluation.CROSS_ENTROPY_CLASSES):
-        return "ce"
-    if training.is_criterion(sem, call.func, evaluation.NLL_CLASSES):
-        return "nll"
-    return None
 
 
 def _fix(sem: Semantic, kind: str, argument, source) -> Optional[FixSpec]:
