@@ -197,7 +197,7 @@ def _under_periodic_test(sem: Semantic, line: cst.CSTNode, loop: cst.CSTNode) ->
     for ancestor in sem.ancestors(line):
         if ancestor is loop:
             return False
-        if isinstance(ancestor, cst.If) and sem.parent(line) is not None and _has_modulo(sem, ancestor.test):
+        if isinstance(ancestor, cst.If) and _has_modulo(sem, ancestor.test):
             return _in_body(sem, line, ancestor)
     return False
 
