@@ -160,12 +160,13 @@ on the rounded 0, see a difference. No fix is offered when the function was impo
                 return
             fix = None
             if isinstance(exp.func, cst.Attribute):
-                fix = FixSpec("Use `expm1`", (Replace(node, _keep_parens(
-                    node, f"{ctx.code(exp.func.value)}.expm1({ctx.code(exp.args[0].value)})", ctx)),),
+                # The edit keeps a parenthesized `(exp(x) - 1)`'s own parentheses: the bare call.
+                fix = FixSpec("Use `expm1`", (Replace(
+                    node, f"{ctx.code(exp.func.value)}.expm1({ctx.code(exp.args[0].value)})"),),
                     Applicability.UNSAFE)
         elif _is_tensor_method(sem, exp, "exp") and not exp.args:
-            fix = FixSpec("Use `.expm1()`", (Replace(node, _keep_parens(
-                node, f"{ctx.code(exp.func.value)}.expm1()", ctx)),), Applicability.UNSAFE)
+            fix = FixSpec("Use `.expm1()`", (Replace(node, f"{ctx.code(exp.func.value)}.expm1()"),),
+                          Applicability.UNSAFE)
         else:
             return
         ctx.report(
@@ -254,9 +255,3 @@ def _other_operand(expr: cst.BaseExpression, operator: type) -> Optional[cst.Bas
 
 def _needs_parens(node: cst.BaseExpression) -> bool:
     return not isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not node.lpar
-
-
-def _keep_parens(node: cst.CSTNode, text: str, ctx: RuleContext) -> str:
-    """The replacement of a parenthesized `(exp(x) - 1)`: the edit keeps the node's own
-    parentheses, so the text is the bare call."""
-    return text

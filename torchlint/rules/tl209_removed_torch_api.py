@@ -24,13 +24,6 @@ def _table() -> str:
     return "\n".join(rows)
 
 
-def _headline(change: ApiChange) -> str:
-    text = change.error
-    cut = text.find(". ")
-    text = text[: cut + 1] if 0 < cut else text
-    return text if len(text) <= 100 else text[:99] + "…"
-
-
 class RemovedTorchApi(Rule):
     code = "TL209"
     name = "removed-torch-api"
@@ -43,7 +36,7 @@ An **error** where the removed API is used or imported at run time: the call or 
 import by name of a function that still exists and raises only when it is called (`from torch
 import solve`), since the file may never call it.
 """
-    triggers = drift.triggers((RAISES,)) + ("next",)
+    triggers = drift.triggers((RAISES,))  # "next" among them: the DataLoader iterator's `.next()`
     node_types = (cst.Attribute, cst.Name, cst.Import, cst.ImportFrom)
     confirmation_module = "tl209"
     docs = f"""
@@ -125,7 +118,7 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
             if use is not None and use.change.outcome == RAISES:
                 if use.change.api.startswith("torch.Tensor."):
                     ctx.report(use.node, f"`{ctx.short(use.node, 40)}`: `Tensor.{node.attr.value}` was removed "
-                                         f"({self._since(use.change)}): calling it raises `{_headline(use.change)}`; "
+                                         f"({self._since(use.change)}): calling it raises `{use.change.headline}`; "
                                          f"use {use.change.replacement}", severity=Severity.ERROR)
                 else:
                     self._report_next(use, node, ctx)
@@ -138,7 +131,7 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
         ctx.report(
             use.node,
             f"`{ctx.short(use.node, 40)}` was removed ({self._since(change)}): {what} "
-            f"`{_headline(change)}`; use {change.replacement}",
+            f"`{change.headline}`; use {change.replacement}",
             self._fix(use, ctx),
             severity=Severity.ERROR,
         )
@@ -154,10 +147,10 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
         names = ", ".join(f"`{n}`" for n in use.names)
         if drift.reference_fails(change):
             ctx.report(use.node, f"imports {names}, removed ({self._since(change)}): the import raises "
-                                 f"`{_headline(change)}`; use {change.replacement}", severity=Severity.ERROR)
+                                 f"`{change.headline}`; use {change.replacement}", severity=Severity.ERROR)
         else:
             ctx.report(use.node, f"imports {names}, removed ({self._since(change)}): every call raises "
-                                 f"`{_headline(change)}`; use {change.replacement}", severity=Severity.WARNING)
+                                 f"`{change.headline}`; use {change.replacement}", severity=Severity.WARNING)
 
     def _report_next(self, use: drift.Use, attribute: cst.Attribute, ctx: RuleContext) -> None:
         receiver = ctx.code(attribute.value)

@@ -34,13 +34,6 @@ def _table() -> str:
     return "\n".join(rows)
 
 
-def _headline(change: ApiChange) -> str:
-    text = change.error
-    cut = text.find(". ")
-    text = text[: cut + 1] if 0 < cut else text
-    return text if len(text) <= 100 else text[:99] + "…"
-
-
 def _severity(change: ApiChange) -> Severity:
     return Severity.WARNING if drift.announces_removal(change) else Severity.NOTE
 
@@ -152,7 +145,7 @@ too) or whose replacement has other semantics (`weight_norm`, `sdp_kernel`, `svd
         since = f" since {change.deprecated_in}" if change.deprecated_in else ""
         if change.outcome == DOCS:
             return f"in the documentation{since}; no warning yet"
-        return f"{since.strip()}: it warns `{_headline(change)}`" if since else f"it warns `{_headline(change)}`"
+        return f"{since.strip()}: it warns `{change.headline}`" if since else f"it warns `{change.headline}`"
 
     def _fix(self, use: drift.Use, ctx: RuleContext) -> Optional[FixSpec]:
         change, node, sem = use.change, use.node, ctx.semantic

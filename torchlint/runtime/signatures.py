@@ -241,7 +241,7 @@ def _api_drift_patterns() -> Tuple[Tuple[object, str, Pattern[str]], ...]:
 
     found = []
     for change in removed.CHANGES:
-        kind, _, text = change.error.partition(": ")
+        kind, text = change.error_type, change.error_text
         if change.outcome != RAISES or not text:
             continue
         if change.kind == METHOD and change.api.endswith("__iter__().next"):

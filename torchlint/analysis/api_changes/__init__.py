@@ -65,6 +65,25 @@ class ApiChange:
     keyword: str = ""  # for KEYWORD/DEFAULT: the parameter's name
     exact_fix: bool = False  # the replacement computes the same for every call the rule may rewrite
     notes: str = ""  # semantics that differ (argument order, upper/lower default), for the docs
+
+    @property
+    def error_type(self) -> str:
+        """The exception or warning class `error` starts with ("RuntimeError"), or ""."""
+        head = self.error.split(" ", 1)[0]
+        return head[:-1] if head.endswith(":") else ""
+
+    @property
+    def error_text(self) -> str:
+        """`error` after its class: the message as the current release prints it."""
+        return self.error[len(self.error_type) + 2:] if self.error_type else ""
+
+    @property
+    def headline(self) -> str:
+        """The first sentence of `error`, at most 100 characters, for a one-line message."""
+        text = self.error
+        cut = text.find(". ")
+        text = text[: cut + 1] if 0 < cut else text
+        return text if len(text) <= 100 else text[:99] + "…"
     on_reference: bool = False  # a mere reference (not only a call) has the outcome: AttributeError, a removed class
     rename: str = ""  # the qualified name that takes the same arguments (a drop-in rename the fix may write)
 

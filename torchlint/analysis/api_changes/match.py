@@ -71,7 +71,7 @@ def guarded(node: cst.CSTNode, change: ApiChange, sem) -> bool:
     fallback for an older release), in a branch of a version / feature test, or in a `try` body
     whose handler catches the exception the entry raises (`try: from torch._six import inf /
     except ImportError: ...`)."""
-    raised = change.error.split(":", 1)[0]
+    raised = change.error_type
     caught = _CAUGHT_BY.get(raised, (raised,)) + ("Exception", "BaseException")
     child = node
     for ancestor in sem.ancestors(node):
@@ -323,10 +323,6 @@ def rename_edit(node: cst.CSTNode, change: ApiChange, sem) -> Optional[Tuple[cst
     if owner is None or not change.rename.startswith(owner + "."):
         return None
     return node.attr, change.rename[len(owner) + 1:]
-
-
-def kinds_for(outcomes: Tuple[str, ...]) -> Tuple[str, ...]:
-    return tuple(sorted({c.kind for c in removed.CHANGES if c.outcome in outcomes}))
 
 
 __all__ = ["Use", "FUNCTIONS", "MODULES", "METHODS", "triggers", "announces_removal", "reference_fails",
