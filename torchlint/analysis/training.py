@@ -368,7 +368,16 @@ def flows_into_backward(sem: "Semantic", expr: cst.CSTNode, after: bool = False)
     style_score + content_score; loss.backward()`, also `score = sum(sl.loss for sl in
     losses)`: a comprehension's value belongs to the function around it). `after`: only a
     backward written after `expr` counts (the same step's backward, not the one of a step that
-    ran before the value was read)."""
+    ran before the value was read). Kept per node: TL006 asks it several times for each read."""
+    cache = sem.__dict__.setdefault("_flows_into_backward", {})
+    key = (id(expr), after)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = _flows_into_backward(sem, expr, after)
+    return found
+
+
+def _flows_into_backward(sem: "Semantic", expr: cst.CSTNode, after: bool) -> bool:
     scope = sem.scopes.scope_of(expr)
     while isinstance(scope, _COMPREHENSIONS):
         scope = sem.scopes.scope_of(scope)

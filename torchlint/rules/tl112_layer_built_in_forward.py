@@ -69,10 +69,8 @@ infers the input size at the first call).
 
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         sem = ctx.semantic
-        if not sem.is_module_method(node, "forward"):
-            return
-        layer = silent.parametric_module(sem, node)
-        if layer is None or _lazy_initialisation(sem, node):
+        layer = silent.parametric_module(sem, node)  # a name and set test: before the walk up
+        if layer is None or not sem.is_module_method(node, "forward") or _lazy_initialisation(sem, node):
             return
         ctx.report(
             node,
