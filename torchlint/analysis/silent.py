@@ -50,8 +50,9 @@ def discarded_operation(sem: Semantic, call: cst.Call) -> Optional[Tuple[str, cs
     if (name == f"torch.{member}" and member in OUT_OF_PLACE_TORCH) or (
             name == f"torch.nn.functional.{member}" and member in OUT_OF_PLACE_FUNCTIONAL):
         if member.startswith("dropout") or member.endswith("dropout"):
-            # F.dropout(x, p, training, inplace): positional `inplace` is the fourth argument
-            if len(call.args) >= 4 and _is_true(call.args[3].value):
+            # F.dropout(x, p, training, inplace): positional `inplace` is the fourth argument;
+            # as for the keyword, only a literal `False` is certainly out of place
+            if len(call.args) >= 4 and not _is_false(call.args[3].value):
                 return None
         elif name.startswith("torch.nn.functional.") and len(call.args) >= 2 \
                 and member in ("relu", "relu6", "elu", "selu", "celu", "leaky_relu", "hardtanh",
@@ -65,13 +66,14 @@ def _short(name: str) -> str:
     return name.replace("torch.nn.functional.", "F.")
 
 
-def _is_true(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "True"
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
 
 
 def _true_keyword(call: cst.Call, name: str) -> bool:
+    """`name=` passed with anything but a literal `False` (which may be True)."""
     value = keyword(call, name)
-    return value is not None and not (isinstance(value, cst.Name) and value.value == "False")
+    return value is not None and not _is_false(value)
 
 
 def read_later(sem: Semantic, name: cst.Name, statement: cst.CSTNode) -> Optional[cst.Name]:
@@ -214,7 +216,6 @@ TransformerDecoderLayer
 """.split())
 # Keyword arguments that, set to False, leave such a layer without parameters (and, for
 # BatchNorm, `track_running_stats=False` too: then it is the functional form).
-AFFINE_KEYWORDS = ("affine", "elementwise_affine", "bias")
 
 
 def parametric_module(sem: Semantic, call: cst.Call) -> Optional[str]:
