@@ -516,8 +516,12 @@ def portable(values, value: Value, origin: str, label: str = "") -> Value:
 # -- the pre-filter's view -----------------------------------------------------------------------
 # A rule's triggers (`Dropout` for TL107) may stand in the file that defines the model, not in the
 # script that uses it: the engine looks for them in the project files a file imports as well.
+# `from m import a, b`, `from m import (\n    a,  # note\n    b,\n)` (Black's style), `from m import a, \\\n b`,
+# `import m, n as o`: the names are cleaned of comments, backslashes and newlines before use.
 _IMPORT_LINE = __import__("re").compile(
-    r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+\(?([\w., \t*]+)|import[ \t]+([\w., \t]+))", __import__("re").M)
+    r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(?:\(([^)]*)\)|((?:[\w., \t*]|\\\n)+))"
+    r"|import[ \t]+([\w., \t]+))", __import__("re").M)
+_IMPORT_NOISE = __import__("re").compile(r"#[^\n]*|\\\n|\n")
 _TEXTS: Dict[str, Tuple[int, int, str, str]] = {}
 
 
@@ -573,7 +577,9 @@ def imported_text(path: Optional[str], text: str) -> Tuple[str, Dict[str, str]]:
         current, content = pending.pop()
         view = FileProject(current, _root_for(current), text=content)
         for match in _IMPORT_LINE.finditer(content):
-            module, names, plain = match.groups()
+            module, parenthesized, names, plain = match.groups()
+            if module is not None:
+                names = _IMPORT_NOISE.sub(" ", parenthesized if parenthesized is not None else names)
             candidates: List[Tuple[List[str], int]] = []
             if plain is not None:
                 for item in plain.split(","):
