@@ -38,6 +38,7 @@ import libcst as cst
 from torchlint.analysis.value import (
     AG_NONE, AG_UNKNOWN, CONTAINER, MODULE, TENSOR_KINDS, UNKNOWN, ModuleInfo, Value,
 )
+from torchlint.analysis.scopes import dotted_name
 from torchlint.project_root import find_root  # the same root as `torchlint run`'s
 
 _INSTALLED_PARTS = frozenset({"site-packages", "dist-packages", "node_modules", ".tox", ".nox"})
@@ -422,7 +423,7 @@ def _imported_as(statement, name: str) -> Optional[str]:
         return None
     for alias in statement.names:
         bound = alias.asname.name.value if alias.asname is not None and type(alias.asname.name) is cst.Name else None
-        spelled = _dotted(alias.name)
+        spelled = dotted_name(alias.name)
         if spelled is None:
             continue
         if type(statement) is cst.Import:
@@ -431,18 +432,9 @@ def _imported_as(statement, name: str) -> Optional[str]:
             continue
         if (bound or spelled) != name:
             continue
-        base = _dotted(statement.module) if statement.module is not None else ""
+        base = dotted_name(statement.module) if statement.module is not None else ""
         dots = "." * len(statement.relative)
         return f"{dots}{base}.{spelled}" if base else f"{dots}{spelled}"
-    return None
-
-
-def _dotted(node) -> Optional[str]:
-    if type(node) is cst.Name:
-        return node.value
-    if type(node) is cst.Attribute:
-        inner = _dotted(node.value)
-        return None if inner is None else f"{inner}.{node.attr.value}"
     return None
 
 

@@ -16,7 +16,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.backward import (  # noqa: F401 (re-exported: rules ask training for these)
-    _BACKWARD_OWNERS, _GRAPH_KEEPING, backward_target, backwarded_names, is_backward, last_identifier,
+    backward_target, backwarded_names, is_backward, last_identifier,
 )
 from torchlint.analysis.calls import method_call, method_call_in
 from torchlint.analysis.value import (
