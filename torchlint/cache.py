@@ -154,7 +154,7 @@ class Cache:
                 return None
             dependencies = raw.get("dependencies") or {}
             if dependencies:
-                from torchlint.analysis.project import digest_of
+                from torchlint.analysis.project_files import digest_of
 
                 if any(digest_of(file) != digest for file, digest in dependencies.items()):
                     return None  # a project file its analysis read has changed: lint it again

@@ -96,7 +96,7 @@ def without_parse(path: str, data: bytes, trigger_sets, cross_file_sets=None):
         return diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error))
     if _prefilter_enabled() and not could_match_triggers(source.text, trigger_sets) and syntax_ok(source.text):
         # A trigger may stand in a project file this one imports (`Dropout` in model.py).
-        from torchlint.analysis.project import imported_text
+        from torchlint.analysis.project_files import imported_text
 
         imported, dependencies = imported_text(path, source.text)
         # Only the rules whose facts may come from another file (`cross_file_sets`; by default

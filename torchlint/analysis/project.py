@@ -28,7 +28,6 @@ environment variable TORCHLINT_NO_PROJECT=1 (the seeded-bug harness measures it 
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import OrderedDict
 from typing import Dict, List, Optional, Tuple
@@ -38,24 +37,11 @@ import libcst as cst
 from torchlint.analysis.value import (
     AG_NONE, AG_UNKNOWN, CONTAINER, MODULE, TENSOR_KINDS, UNKNOWN, ModuleInfo, Value,
 )
+from torchlint.analysis.project_files import (  # noqa: F401 (ABSENT, imported_text: the engine asks them here)
+    _LIBRARY_ROOTS, ABSENT, MAX_FILES, ProjectFiles, _installed, _root_for, _text_of, digest_of, enabled,
+    imported_text, sys_path_in_text, text_digest,
+)
 from torchlint.analysis.scopes import dotted_name
-from torchlint.project_root import find_root  # the same root as `torchlint run`'s
-
-_INSTALLED_PARTS = frozenset({"site-packages", "dist-packages", "node_modules", ".tox", ".nox"})
-# Import roots that are never the user's: the libraries the value model knows by name.
-_LIBRARY_ROOTS = frozenset({
-    "torch", "torchvision", "torchaudio", "torchtext", "numpy", "np", "os", "sys", "math", "re", "time",
-    "json", "typing", "collections", "itertools", "functools", "argparse", "logging", "random", "copy",
-    "pathlib", "tqdm", "shutil", "pickle", "abc", "dataclasses", "warnings", "contextlib", "enum",
-    "lightning", "pytorch_lightning", "transformers", "timm", "accelerate", "PIL", "matplotlib",
-    "pandas", "scipy", "sklearn", "wandb", "tensorboard", "yaml", "glob", "subprocess",
-})
-MAX_FILES = 200  # project modules summarised for one linted file's imports (transitively)
-
-
-def enabled() -> bool:
-    return not os.environ.get("TORCHLINT_NO_PROJECT")
-
 
 # -- facts ---------------------------------------------------------------------------------------
 class Fact:
@@ -92,11 +78,6 @@ class _Parsed:
 _PARSED: "OrderedDict[str, _Parsed]" = OrderedDict()
 MAX_KEPT = 64
 _SUMMARISING: set = set()
-
-
-def text_digest(text: str) -> str:
-    """The content hash of a source text (what cached results and shared parses compare)."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 def _read(path: str) -> Optional[_Parsed]:
@@ -168,24 +149,6 @@ def remember(path: Optional[str], text: str, semantic) -> None:
     _keep(absolute, parsed)
 
 
-_ROOTS: Dict[str, str] = {}
-
-
-def _root_for(path: str) -> str:
-    directory = os.path.dirname(os.path.abspath(path))
-    root = _ROOTS.get(directory)
-    if root is None:
-        root = _ROOTS[directory] = find_root(path)
-    return root
-
-
-def _installed(absolute: str) -> bool:
-    """A file of an installed package (site-packages, a virtual environment): not a user's
-    project, whatever imports it (linting torch's own sources reads each file alone)."""
-    parts = absolute.split(os.sep)
-    return any(part in _INSTALLED_PARTS for part in parts)
-
-
 def for_file(path: Optional[str], module: cst.Module) -> Optional["FileProject"]:
     """The project view of the file at `path`, or None (no path, stdin, an installed package, or
     the layer is off)."""
@@ -197,36 +160,17 @@ def for_file(path: Optional[str], module: cst.Module) -> Optional["FileProject"]
     return FileProject(absolute, _root_for(absolute), module)
 
 
-class FileProject:
+class FileProject(ProjectFiles):
     """The project as one linted file sees it: where its imports resolve, and what it read."""
 
     def __init__(self, path: str, root: str, module: Optional[cst.Module] = None, text: Optional[str] = None) -> None:
-        self.path = path
-        self.root = root
         directory = os.path.dirname(path)
-        dirs = [directory]
-        if module is not None:
-            dirs.extend(_literal_sys_path(module, directory))
-        elif text is not None and "sys.path" in text:  # the pre-filter's view: no tree yet
-            dirs.extend(d if os.path.isabs(d) else os.path.join(directory, d) for d in _SYS_PATH_TEXT.findall(text))
-        dirs.extend([root, os.path.join(root, "src")])
-        seen = []
-        for each in dirs:
-            each = os.path.normpath(each)
-            if each not in seen and os.path.isdir(each) and self._inside(each):
-                seen.append(each)
-        self.search = seen
+        added = _literal_sys_path(module, directory) if module is not None else sys_path_in_text(text or "", directory)
+        super().__init__(path, root, added)
         self.read: Dict[str, str] = {}  # path -> content hash of every project file the lint used
         self.origins: Dict[str, Tuple[str, int, int]] = {}  # "model.py:4" -> (path, line, column)
         self._facts: Dict[str, Optional[Fact]] = {}
         self.missing: set = set()  # module files looked for next to this file and not found
-
-    def _inside(self, path: str) -> bool:
-        prefix = self.root.rstrip(os.sep) + os.sep
-        if path != self.root and not path.startswith(prefix):
-            return False
-        parts = path[len(prefix):].split(os.sep) if path != self.root else []
-        return not any(part in _INSTALLED_PARTS or part.startswith(".venv") or part == "venv" for part in parts)
 
     # -- the question the value model asks ---------------------------------------------------
     def fact(self, qualified: str) -> Optional[Fact]:
@@ -262,21 +206,6 @@ class FileProject:
         if level == 0:
             # Not the user's today; created later, it changes what this file's model knows.
             self.missing.add(os.path.join(os.path.dirname(self.path), parts[0] + ".py"))
-        return None
-
-    def _module_file(self, parts: List[str], level: int) -> Optional[str]:
-        if level:
-            base = os.path.dirname(self.path)
-            for _ in range(level - 1):
-                base = os.path.dirname(base)
-            bases = [base]
-        else:
-            bases = self.search
-        for base in bases:
-            target = os.path.join(base, *parts)
-            for candidate in (target + ".py", os.path.join(target, "__init__.py")):
-                if os.path.isfile(candidate) and self._inside(os.path.dirname(os.path.abspath(candidate))):
-                    return os.path.abspath(candidate)
         return None
 
     def _name_in(self, file: str, name: str, depth: int) -> Optional[Fact]:
@@ -332,10 +261,6 @@ class FileProject:
             self.origins[origin] = (file, line, column)
             return origin
         return None
-
-
-_SYS_PATH_TEXT = __import__("re").compile(
-    r"^[ \t]*sys\.path\.(?:append|insert)\((?:[ \t]*\d+[ \t]*,)?[ \t]*[rR]?['\"]([^'\"\n]+)['\"][ \t]*\)", __import__("re").M)
 
 
 def _literal_sys_path(module: cst.Module, directory: str) -> List[str]:
@@ -508,105 +433,3 @@ def portable(values, value: Value, origin: str, label: str = "") -> Value:
 # -- the pre-filter's view -----------------------------------------------------------------------
 # A rule's triggers (`Dropout` for TL107) may stand in the file that defines the model, not in the
 # script that uses it: the engine looks for them in the project files a file imports as well.
-# `from m import a, b`, `from m import (\n    a,  # note\n    b,\n)` (Black's style), `from m import a, \\\n b`,
-# `import m, n as o`: the names are cleaned of comments, backslashes and newlines before use.
-_IMPORT_LINE = __import__("re").compile(
-    r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(?:\(([^)]*)\)|((?:[\w., \t*]|\\\n)+))"
-    r"|import[ \t]+([\w., \t]+))", __import__("re").M)
-_IMPORT_NOISE = __import__("re").compile(r"#[^\n]*|\\\n|\n")
-_TEXTS: Dict[str, Tuple[int, int, str, str]] = {}
-
-
-def _text_of(path: str) -> Optional[Tuple[str, str]]:
-    """(text, content hash) of a project file, read once per process while it is unchanged."""
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    known = _TEXTS.get(path)
-    if known is not None and known[:2] == (stat.st_mtime_ns, stat.st_size):
-        return known[2], known[3]
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    try:
-        from torchlint.source import decode_source
-
-        text = decode_source(data).text
-    except Exception:
-        text = data.decode("utf-8", "replace")
-    digest = text_digest(text)
-    _TEXTS[path] = (stat.st_mtime_ns, stat.st_size, text, digest)
-    return text, digest
-
-
-ABSENT = "absent"  # the digest of a file that does not exist
-
-
-def digest_of(path: str) -> str:
-    """The content hash of a file now (ABSENT when there is none): a cached result that read it
-    (or looked for it) holds only while this is unchanged."""
-    found = _text_of(path)
-    return ABSENT if found is None else found[1]
-
-
-def imported_text(path: Optional[str], text: str) -> Tuple[str, Dict[str, str]]:
-    """The text of the project files `text` (the file at `path`) imports, transitively: what
-    the pre-filter must search besides the file itself, and those files' content hashes. Empty
-    when nothing is imported from the project (or the layer is off)."""
-    if not path or path.startswith("<") or path == "-" or not enabled() or "import" not in text:
-        return "", {}
-    absolute = os.path.abspath(path)
-    if _installed(absolute) or not os.path.isfile(absolute):
-        return "", {}
-    seen = {absolute}
-    pending = [(absolute, text)]
-    parts: List[str] = []
-    digests: Dict[str, str] = {}
-    while pending and len(seen) <= MAX_FILES:
-        current, content = pending.pop()
-        view = FileProject(current, _root_for(current), text=content)
-        for match in _IMPORT_LINE.finditer(content):
-            module, parenthesized, names, plain = match.groups()
-            if module is not None:
-                names = _IMPORT_NOISE.sub(" ", parenthesized if parenthesized is not None else names)
-            candidates: List[Tuple[List[str], int]] = []
-            if plain is not None:
-                for item in plain.split(","):
-                    dotted = item.strip().split()[0] if item.strip() else ""
-                    if dotted:
-                        candidates.append((dotted.split("."), 0))
-            else:
-                level = len(module) - len(module.lstrip("."))
-                base = [p for p in module[level:].split(".") if p]
-                if not base and level == 0:
-                    continue
-                candidates.append((base, level))
-                for item in names.split(","):
-                    word = item.strip().split()[0] if item.strip() else ""
-                    if word.isidentifier():
-                        candidates.append((base + [word], level))
-            for dotted, level in candidates:
-                if not dotted and not level:
-                    continue
-                if level == 0 and dotted[0] in _LIBRARY_ROOTS:
-                    continue
-                for size in range(len(dotted), 0 if level == 0 else -1, -1):
-                    file = view._module_file(dotted[:size], level)
-                    if file is not None:
-                        if file not in seen:
-                            seen.add(file)
-                            found = _text_of(file)
-                            if found is not None:
-                                parts.append(found[0])
-                                digests[file] = found[1]
-                                pending.append((file, found[0]))
-                        break
-                else:
-                    if current == absolute and level == 0 and dotted:
-                        # Not the user's today (an installed package, or missing): a `model.py`
-                        # created next to the file later must still invalidate its cached result.
-                        digests.setdefault(os.path.join(os.path.dirname(current), dotted[0] + ".py"), ABSENT)
-    return "\n".join(parts), digests
