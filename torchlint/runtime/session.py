@@ -745,21 +745,8 @@ class _ManualSteps:
                 f"update of every trainable parameter between two backwards) (--max-steps {limit})")
 
 
-_WARNING_MESSAGES = {
-    "TL105": "`.grad` of a non-leaf tensor is always None; read the leaf's `.grad`, or call `retain_grad()` "
-             "before backward",
-    "TL202": "`volatile=True` has no effect since PyTorch 0.4, so this builds autograd graphs; drop it and "
-             "wrap the evaluation in `torch.no_grad()`",
-    "TL206": "`size_average`/`reduce` are deprecated; use the equivalent `reduction=` argument",
-    "TL207": "`scheduler.step()` runs before `optimizer.step()`, so the first value of the schedule is "
-             "skipped; call it after the epoch's optimizer steps",
-    "TL208": "a deprecated initialiser or functional; use the underscore initialiser (`xavier_uniform_`) or "
-             "`F.interpolate`",
-}
-
-
 def _warning_message(code: str) -> str:
-    return signatures.WARNING_MESSAGES.get(code) or _WARNING_MESSAGES[code]
+    return signatures.WARNING_MESSAGES[code]
 
 
 def _has_closure(args: tuple, kwargs: dict) -> bool:

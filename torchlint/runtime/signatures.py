@@ -213,12 +213,13 @@ CODES.update({
                   "'iteration over a 0-d tensor'"),
 })
 # What the run says at the user's line for a code recognised by its exception alone.
-RUN_ADVICE: Dict[str, str] = {**globals().get("RUN_ADVICE", {}), **{
+RUN_ADVICE: Dict[str, str] = {
+    "TL116": "`.numpy()` on a tensor that requires grad; call `.detach()` first (`x.detach().cpu().numpy()`)",
     "TL211": "torch.load's weights_only defaults to True since PyTorch 2.6 and the checkpoint holds something "
              "it refuses; save `vars(args)`/`state_dict()`, or pass `weights_only=False` for a file you trust",
     "TL212": "a loss or a full reduction is 0-dim since PyTorch 0.4: `.numpy()[0]` and `sum(loss)` fail; use "
              "`loss.item()`",
-}}
+}
 _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
     ("TL211", ("UnpicklingError",), re.compile(r"Weights only load failed")),
     ("TL212", ("IndexError",), re.compile(r"too many indices for array: array is 0-dimensional")),
@@ -230,7 +231,7 @@ _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
 # An exception a removed API of `torchlint.analysis.api_changes.removed` raises (its measured
 # `error` text: RuntimeError "deprecated since version 1.9 and is now removed", ModuleNotFoundError
 # "No module named 'torch._six'", AttributeError "... has no attribute 'next'") is TL209 at the
-# user's line. (TL210's warnings are not mapped: the run's warning messages live in session.py.)
+# user's line. (TL210's warnings are not mapped yet: `WARNING_MESSAGES` below has no entry for them.)
 
 API_REMOVED = "TL209"
 _LOADER_ITERATOR = re.compile(r"'_\w*DataLoaderIter' object has no attribute 'next'")
@@ -246,10 +247,8 @@ def _api_drift_patterns() -> Tuple[Tuple[object, str, Pattern[str]], ...]:
             continue
         if change.kind == METHOD and change.api.endswith("__iter__().next"):
             pattern = _LOADER_ITERATOR  # the iterator class depends on num_workers
-        elif change.outcome == RAISES:
-            pattern = re.compile(re.escape(text.split(". ")[0]))
         else:
-            continue
+            pattern = re.compile(re.escape(text.split(". ")[0]))
         found.append((change, kind, pattern))
     return tuple(found)
 
@@ -265,16 +264,14 @@ CODES["TL209"] = Code("a removed torch API (API-change table)",
 
 def removed_api(type_name: str, message: str):
     """The API-change entry (RAISES) whose measured error this exception is, or None."""
-    from torchlint.analysis.api_changes import RAISES
-
     for change, kind, pattern in _API_DRIFT:
-        if change.outcome == RAISES and kind == type_name and pattern.search(message):
+        if kind == type_name and pattern.search(message):
             return change
     return None
 
 
 _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + tuple(
-    (API_REMOVED, (kind,), pattern) for change, kind, pattern in _API_DRIFT if change.outcome == "raises")
+    (API_REMOVED, (kind,), pattern) for change, kind, pattern in _API_DRIFT)
 
 
 # -- TL213 (checkpoint without use_reentrant) -------------------------------------------------------------
@@ -287,9 +284,17 @@ CODES["TL213"] = Code("checkpoint without use_reentrant",
 _WARNINGS = _WARNINGS + (
     ("TL213", ("UserWarning",), re.compile(r"the use_reentrant parameter should be passed explicitly")),
 )
-# The one-line message `torchlint run` shows for a code recognised by its warning (session.py reads this
-# before its own table).
+# The one-line message `torchlint run` shows for a code recognised by its warning.
 WARNING_MESSAGES: Dict[str, str] = {
+    "TL105": "`.grad` of a non-leaf tensor is always None; read the leaf's `.grad`, or call `retain_grad()` "
+             "before backward",
+    "TL202": "`volatile=True` has no effect since PyTorch 0.4, so this builds autograd graphs; drop it and "
+             "wrap the evaluation in `torch.no_grad()`",
+    "TL206": "`size_average`/`reduce` are deprecated; use the equivalent `reduction=` argument",
+    "TL207": "`scheduler.step()` runs before `optimizer.step()`, so the first value of the schedule is "
+             "skipped; call it after the epoch's optimizer steps",
+    "TL208": "a deprecated initialiser or functional; use the underscore initialiser (`xavier_uniform_`) or "
+             "`F.interpolate`",
     "TL213": "`checkpoint` without `use_reentrant=` runs the reentrant variant, whose blocks get no gradient "
              "when no input requires grad; pass `use_reentrant=False`",
 }

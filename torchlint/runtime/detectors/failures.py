@@ -122,7 +122,6 @@ class Failures:
             signatures.NO_GRAD_BACKWARD: self._no_grad_backward,
             signatures.BACKWARD_TWICE: self._backward_twice,
             "TL113": self._batchnorm_rank,
-            "TL116": self._numpy_with_grad,
             "TL201": self._zero_dim_index,
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
@@ -351,11 +350,6 @@ class Failures:
             + (f" (the {type(norm).__name__} was built at line {built[1]})" if built else ""),
             related=(built,) if built else ())
 
-    def _numpy_with_grad(self, error, family, op, modules, site) -> bool:
-        return self._observe(
-            "TL116", site, "`.numpy()` on a tensor that requires grad; call `.detach()` first "
-            "(`x.detach().cpu().numpy()`)", f"RuntimeError: {_first_sentence(error)}")
-
     def _zero_dim_index(self, error, family, op, modules, site) -> bool:
         shown = ""
         if op is not None and op.operands:
@@ -370,7 +364,7 @@ class Failures:
     def _signature_direct(self, error, family, op, modules, site) -> bool:
         """A code recognised by its exception alone (signatures.py), reported at the user's line
         with the advice the signature table gives for it."""
-        advice = getattr(signatures, "RUN_ADVICE", {}).get(family) or signatures.title(family)
+        advice = signatures.RUN_ADVICE.get(family) or signatures.title(family)
         return self._observe(family, site, advice, f"{type(error).__name__}: {_first_sentence(error)}")
 
     def _legacy_direct(self, error, family, op, modules, site) -> bool:

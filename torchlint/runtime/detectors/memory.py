@@ -18,7 +18,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
-from torchlint.runtime.graph import mib
+from torchlint.runtime.graph import mib, storage_key_bytes
 
 _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
 
@@ -124,7 +124,6 @@ class Memory:
         self.measuring = 0
         self._measured: Dict[Tuple[str, int], int] = {}
         self.measured_calls = 0
-        self._hooks = None
         self._pushed = False
         self._available = False
         self._step_watched_now = True
@@ -160,7 +159,6 @@ class Memory:
         self._prune_at = max(2 * len(self._live), self.PRUNE_AT)
 
     def _measure(self, tensor: Any) -> None:
-        from torchlint.runtime.graph import storage_key_bytes
 
         found = storage_key_bytes(tensor)
         if found is not None:
@@ -254,7 +252,6 @@ class Memory:
     # -- samples ----------------------------------------------------------------------------------
     def live(self) -> Tuple[int, int]:
         """(bytes of distinct storages, number of saved tensors) still held by live graphs."""
-        from torchlint.runtime.graph import storage_key_bytes
 
         storages: Dict[Tuple[str, int], int] = {}
         self._prune()
