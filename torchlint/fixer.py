@@ -285,15 +285,13 @@ def fix_notebook(path: str, data: bytes, rules: Sequence[Rule], unsafe: bool) ->
         notebook = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         return FileFix(path, data, data, lint_notebook(path, data, rules))
-    joined = join_cells(cells) or join_cells(cells, skip_incomplete=True)
+    joined = join_cells(cells, skip_incomplete=True)  # all cells when each is complete
     if joined is not None:
         fixed_joined = _fix_joined(path, data, notebook, joined, rules, unsafe)
         if fixed_joined is not None:
-            if joined.skipped:  # the cells that do not parse: their diagnostics, as lint_notebook
-                from torchlint.notebook import skipped_cell_findings
+            from torchlint.notebook import with_skipped_cells  # as lint_notebook reports them
 
-                fixed_joined.result.findings = [f for f in fixed_joined.result.findings if f.cell not in joined.skipped]
-                fixed_joined.result.findings.extend(skipped_cell_findings(joined, cells, path, rules))
+            fixed_joined.result.findings = with_skipped_cells(joined, fixed_joined.result.findings, cells, path, rules)
             return fixed_joined
     return _fix_cell_by_cell(path, data, notebook, cells, rules, unsafe)
 

@@ -385,6 +385,14 @@ def join_cells(cells: Sequence[Tuple[int, str]], skip_incomplete: bool = False) 
     return joined
 
 
+def with_skipped_cells(joined: JoinedCells, findings: Sequence[Finding], cells: Sequence[Tuple[int, str]],
+                       path: str, rules) -> List[Finding]:
+    """The joined lint's `findings` outside the cells `joined` left out (they stood in as unknown
+    values), and those cells' own findings (their parse diagnostic), each linted alone."""
+    kept = [finding for finding in findings if finding.cell not in joined.skipped]
+    return kept + skipped_cell_findings(joined, cells, path, rules) if joined.skipped else kept
+
+
 def skipped_cell_findings(joined: JoinedCells, cells: Sequence[Tuple[int, str]], path: str, rules) -> List[Finding]:
     """The findings (the parse diagnostic) of each cell `joined` left out, linted on its own."""
     from torchlint.engine import lint_text
@@ -440,13 +448,12 @@ def lint_notebook(path: str, data: bytes, rules: Sequence) -> FileResult:
         return result
     from torchlint.engine import lint_text
 
-    joined = join_cells(cells) or join_cells(cells, skip_incomplete=True)
+    joined = join_cells(cells, skip_incomplete=True)  # all cells when each is complete
     if joined is not None:
         whole = lint_text(joined.masked, path, rules)
         if not whole.failed:
-            whole.findings = [f for f in findings_in_cells(whole.findings, joined.rows(joined.text))
-                              if f.cell not in joined.skipped]
-            whole.findings.extend(skipped_cell_findings(joined, cells, path, rules))
+            whole.findings = with_skipped_cells(
+                joined, findings_in_cells(whole.findings, joined.rows(joined.text)), cells, path, rules)
             return whole
     for number, source in cells:
         if not source.strip():
