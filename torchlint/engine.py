@@ -173,7 +173,8 @@ def run_rules(semantic: Semantic, path: str, rules: Sequence[Rule], result: File
                 continue
             ctx._rule = rule
             try:
-                for node in nodes:
+                chosen = rule.candidates(node_type, semantic)
+                for node in nodes if chosen is None else chosen:
                     rule.check(node, ctx)
             except Exception as error:  # one broken rule must not stop the others
                 if _RAISE_INTERNAL_ERRORS:

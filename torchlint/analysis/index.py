@@ -292,6 +292,26 @@ class Index:
         preorder = self.preorder
         return [preorder[position] for position in self._name_table().get(name, ())]
 
+    def names_spelled_any(self, spellings) -> List[cst.Name]:
+        """Every `Name` node spelled one of `spellings`, in document order."""
+        table = self._name_table()
+        positions = [p for spelling in spellings for p in table.get(spelling, ())]
+        positions.sort()
+        preorder = self.preorder
+        return [preorder[position] for position in positions]
+
+    def attributes_named(self, spellings) -> List[cst.Attribute]:
+        """Every `Attribute` whose member is spelled one of `spellings` (`x.solve` for "solve"),
+        in document order."""
+        attribute = cst.Attribute
+        found = []
+        parent = self.parent.get
+        for name in self.names_spelled_any(spellings):
+            above = parent(name)
+            if type(above) is attribute and above.attr is name:
+                found.append(above)
+        return found
+
     def _name_table(self) -> Dict[str, List[int]]:
         """Spelling -> pre-order numbers of the `Name` nodes spelled so, in document order (built
         by the walk)."""

@@ -131,6 +131,12 @@ class Rule:
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         raise NotImplementedError
 
+    def candidates(self, node_type: Type[cst.CSTNode], semantic: "Semantic") -> Optional[Sequence[cst.CSTNode]]:
+        """The nodes of `node_type` that `check` can report on, in document order, when the rule
+        can name them more cheaply than by looking at every one (the `Name` nodes spelled like a
+        table entry); None: every node of the type."""
+        return None
+
     @classmethod
     def severity_text(cls) -> str:
         """The "## Severity" section's text: `severity_docs`, else the section written in `docs`,

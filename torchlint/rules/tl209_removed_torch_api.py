@@ -106,6 +106,9 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
 - https://github.com/pytorch-labs/torchfix (TOR001, TOR004)
 """
 
+    def candidates(self, node_type, semantic):
+        return drift.candidates(node_type, semantic)
+
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic
         if isinstance(node, (cst.Import, cst.ImportFrom)):

@@ -119,6 +119,9 @@ too) or whose replacement has other semantics (`weight_norm`, `sdp_kernel`, `svd
 - https://github.com/pytorch-labs/torchfix (TOR101, TOR103, TOR202)
 """
 
+    def candidates(self, node_type, semantic):
+        return drift.candidates(node_type, semantic)
+
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic
         if isinstance(node, (cst.Import, cst.ImportFrom)):

@@ -27,6 +27,7 @@ MODULES: Dict[str, ApiChange] = {c.api: c for c in removed.CHANGES if c.kind == 
 METHODS: Dict[str, ApiChange] = {c.api.rsplit(".", 1)[-1]: c for c in removed.CHANGES if c.kind == METHOD}
 # The last part of every name: a node spelling none of them needs no resolving.
 LAST_NAMES: FrozenSet[str] = frozenset(api.rsplit(".", 1)[-1] for api in (*FUNCTIONS, *MODULES))
+_MEMBER_NAMES: Tuple[str, ...] = tuple(sorted(LAST_NAMES | set(METHODS)))
 
 
 def triggers(outcomes: Tuple[str, ...]) -> Tuple[str, ...]:
@@ -187,6 +188,17 @@ def _entry_names(sem) -> FrozenSet[str]:
                     names.add(_bound_name(alias))
         found = sem.__dict__["_api_drift_names"] = frozenset(names)
     return found
+
+
+def candidates(node_type, sem) -> Optional[List[cst.CSTNode]]:
+    """The nodes of `node_type` that can be a use (for TL209/TL210's `candidates`): Attributes
+    whose member spells an entry's last name or a removed method, Names an import binds to an
+    entry; every import statement."""
+    if node_type is cst.Attribute:
+        return sem.index.attributes_named(_MEMBER_NAMES)
+    if node_type is cst.Name:
+        return sem.index.names_spelled_any(_entry_names(sem))
+    return None
 
 
 def _bound_name(alias: cst.ImportAlias) -> str:
