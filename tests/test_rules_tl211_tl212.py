@@ -174,3 +174,92 @@ def test_fixing_a_notebook_with_a_cell_that_does_not_parse():
     assert cells[1].endswith("print(loss.item())\n") and cells[2] == "print 'done'\n" and cells[0] == SETUP
     assert "torchlint-cell" not in fixed.new.decode() and "__torchlint" not in fixed.new.decode()
     assert [(f.code, f.cell) for f in fixed.result.findings if f.code == "TL901"] == [("TL901", 3)]
+
+
+# -- saves of the project's other files (fixtures/project/sibling_saves_*) --------------------------
+from pathlib import Path  # noqa: E402
+
+PROJECTS = Path(__file__).resolve().parent.parent / "fixtures" / "project"
+
+
+def _project_lint(*paths, cache=None):
+    import io
+    import tempfile
+
+    from torchlint.cli import main
+
+    with tempfile.TemporaryDirectory() as directory:
+        target = Path(directory) / "out.json"
+        caching = ["--cache-dir", str(cache)] if cache else ["--no-cache"]
+        main(["--exit-zero", "-j", "1", "--select", "TL211", "--output-format", "json", "-o", str(target),
+              *caching, *map(str, paths)])
+        return json.loads(target.read_text() or "[]")
+
+
+@pytest.mark.parametrize("path, expected", [
+    ("sibling_saves_whole_model/generate.py", [(5, "error")]),
+    ("sibling_saves_whole_model/resume.py", [(12, "error"), (13, "note")]),
+    ("sibling_saves_whole_model/evaluate.py", [(6, "warning")]),
+    ("sibling_saves_state_dict/inspect_checkpoint.py", []),
+    ("sibling_saves_other_file/predict.py", [(4, "note")]),
+])
+def test_load_judged_by_the_saves_of_other_files(path, expected):
+    found = _project_lint(PROJECTS / path)
+    assert [(f["location"]["row"], f["severity"]) for f in found] == expected
+
+
+def test_the_message_names_the_other_files_save():
+    (generate,) = _project_lint(PROJECTS / "sibling_saves_whole_model" / "generate.py")
+    assert "saved at train.py:13 (`torch.save(model, \"net.pt\")`)" in generate["message"]
+    assert "holds a whole nn.Module (`model`)" in generate["message"]
+    resume = _project_lint(PROJECTS / "sibling_saves_whole_model" / "resume.py")[0]
+    assert "saved at train.py:14" in resume["message"] and "an argparse.Namespace (`args`)" in resume["message"]
+    (evaluate,) = _project_lint(PROJECTS / "sibling_saves_whole_model" / "evaluate.py")
+    assert "if it reads the checkpoint train.py:13 saves" in evaluate["message"]
+
+
+def test_the_project_layer_off_reads_no_other_file(monkeypatch):
+    monkeypatch.setenv("TORCHLINT_NO_PROJECT", "1")
+    found = _project_lint(PROJECTS / "sibling_saves_whole_model" / "generate.py")
+    assert [f["severity"] for f in found] == ["note"]
+
+
+def test_editing_the_saving_file_relints_the_loader(tmp_path):
+    import shutil
+
+    case = tmp_path / "case"
+    shutil.copytree(PROJECTS / "sibling_saves_whole_model", case)
+    cache = tmp_path / "cache"
+
+    def severity():
+        return [f["severity"] for f in _project_lint(case / "generate.py", cache=cache)]
+
+    assert severity() == ["error"]
+    assert severity() == ["error"]  # from the cache
+    train = case / "train.py"
+    train.write_text(train.read_text().replace('torch.save(model, "net.pt")', 'torch.save(model.state_dict(), "net.pt")'))
+    assert severity() == []  # train.py changed: generate.py is linted again; it reads a state dict
+
+
+@pytest.mark.parametrize("expr, name", [
+    ("'out/model.pt'", "model.pt"),
+    ("os.path.join(args.dir, 'best.pth')", "best.pth"),
+    ("root + '/best.pth'", "best.pth"),
+    ("Path(root) / 'best.pth'", "best.pth"),
+    ("f'{root}/best.pth'", "best.pth"),
+    ("args.save", "model.pt"),
+    ("args.resume", None),
+    ("'model_%d.pt' % epoch", None),
+    ("f'{name}.pt'", None),
+    ("'checkpoints/'", None),
+    ("opt.model_path", "net.pth"),
+])
+def test_file_name(expr, name):
+    source = ("import os\nimport argparse\nimport torch\n"
+              "class Config:\n    model_path = 'checkpoints/net.pth'\n"
+              "parser = argparse.ArgumentParser()\nparser.add_argument('--save', default='model.pt')\n"
+              "parser.add_argument('--resume', type=str)\nargs = parser.parse_args()\n"
+              f"x = {expr}\n")
+    sem = Semantic(cst.parse_module(source))
+    assign = [s for s in sem.module.body if isinstance(s, cst.SimpleStatementLine)][-1].body[0]
+    assert checkpoints.file_name(sem, assign.value) == name

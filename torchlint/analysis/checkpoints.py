@@ -350,5 +350,161 @@ def saves_by_path(sem) -> Dict[str, List[Save]]:
     return table
 
 
-__all__ = ["Content", "Save", "UNKNOWN", "UNLOADABLE", "WEIGHTS", "argument", "is_torch_load", "is_torch_save",
-           "path_key", "saved_content", "saves", "saves_by_path"]
+# -- the file name a path expression writes or reads ----------------------------------------------
+def file_name(sem, expr: Optional[cst.BaseExpression], _depth: int = 0) -> Optional[str]:
+    """The file name (the last path component) `expr` certainly names, or None: a string's
+    (`"out/model.pt"` → `model.pt`), through a name that certainly holds one, `os.path.join(...,
+    "best.pth")`, `root + "/best.pth"`, `root / "best.pth"`, `f"{root}/best.pth"`, and `args.save`
+    when the file's argparse option `--save` (or a class attribute `save`) has a string default.
+    What links a load to a save of another file, whose expressions cannot be compared as text."""
+    if expr is None or _depth > 4:
+        return None
+    kind = type(expr)
+    if kind is cst.SimpleString:
+        value = expr.evaluated_value
+        return _base_name(value) if isinstance(value, str) else None
+    if kind is cst.Name:
+        opened = _opened_path(sem, expr)
+        if opened is not None:
+            return file_name(sem, opened, _depth + 1)
+        assigned = _assigned(sem, expr)
+        return file_name(sem, assigned, _depth + 1) if assigned is not None else None
+    if kind is cst.Attribute:
+        return _option_defaults(sem).get(expr.attr.value) if type(expr.value) is cst.Name else None
+    if kind is cst.Call:
+        if sem.qualified_name(expr.func) in ("os.path.join", "posixpath.join") and expr.args \
+                and not any(arg.star or arg.keyword for arg in expr.args):
+            return file_name(sem, expr.args[-1].value, _depth + 1)
+        return None
+    if kind is cst.BinaryOperation and type(expr.right) is cst.SimpleString:
+        value = expr.right.evaluated_value
+        if not isinstance(value, str):
+            return None
+        if type(expr.operator) is cst.Divide or (type(expr.operator) is cst.Add and value.startswith(("/", "\\"))):
+            return _base_name(value)
+        return None
+    if kind is cst.FormattedString and expr.parts and type(expr.parts[-1]) is cst.FormattedStringText:
+        tail = expr.parts[-1].value
+        return _base_name(tail) if ("/" in tail or len(expr.parts) == 1) else None
+    return None
+
+
+def _base_name(value: str) -> Optional[str]:
+    name = value.replace("\\", "/").rstrip().rsplit("/", 1)[-1]
+    if not name or name in (".", "..") or any(c in name for c in "{}%*"):
+        return None  # a directory, or a template (`model_%d.pt`, `ckpt_{}.pth`)
+    return name
+
+
+def _option_defaults(sem) -> Dict[str, str]:
+    """Option name -> the file name its default names: `parser.add_argument("--save",
+    default="model.pt")` (also `dest=`, and a default such as `os.path.join(root, "model.pt")`), and `save = "model.pt"` in a class body (a config class
+    read as `opt.save`). A name given two different defaults is left out."""
+    found = sem.__dict__.get("_checkpoint_option_defaults")
+    if found is not None:
+        return found
+    table: Dict[str, Optional[str]] = {}
+
+    def put(name: str, value: Optional[str]) -> None:
+        if value is not None:
+            table[name] = value if table.get(name, value) == value else None
+
+    for call in sem.index.nodes(cst.Call):
+        if not method_call(call, "add_argument"):
+            continue
+        default = argument(call, 99, "default")
+        if default is None:
+            continue
+        dest = argument(call, 99, "dest")
+        names = [a.value.evaluated_value for a in call.args if a.keyword is None and type(a.value) is cst.SimpleString]
+        if type(dest) is cst.SimpleString:
+            name = dest.evaluated_value
+        else:
+            longs = [n for n in names if isinstance(n, str) and n.startswith("--")]
+            shorts = [n for n in names if isinstance(n, str)]
+            name = (longs or shorts or [""])[0].lstrip("-").replace("-", "_")
+        if isinstance(name, str) and name.isidentifier():
+            put(name, file_name(sem, default, 1))
+    for klass in sem.index.nodes(cst.ClassDef):
+        for statement in klass.body.body:
+            if type(statement) is not cst.SimpleStatementLine:
+                continue
+            for small in statement.body:
+                if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is cst.Name \
+                        and type(small.value) is cst.SimpleString:
+                    put(small.targets[0].target.value, file_name(sem, small.value, 1))
+    found = sem.__dict__["_checkpoint_option_defaults"] = {k: v for k, v in table.items() if v is not None}
+    return found
+
+
+# -- the saves of the project's other files --------------------------------------------------------
+MAX_PROJECT_FILES = 200  # files of the project directories looked at for one linted file
+
+
+@dataclass(frozen=True)
+class ProjectSave:
+    """A `torch.save` of another file of the project: `semantic` is that file's model, `file` its
+    absolute path, `name` the file name it writes when known (`file_name`)."""
+
+    save: Save
+    semantic: object
+    file: str
+    name: Optional[str]
+
+    def origin(self, project) -> str:
+        """"train.py:58", recorded as an origin of `project` (the finding's related location)."""
+        from torchlint.analysis.project import _position  # noqa: PLC0415 - only for a finding
+
+        line, column = _position(self.semantic, self.save.call)
+        origin = f"{project.display(self.file)}:{line}"
+        project.origins[origin] = (self.file, line, column)
+        return origin
+
+
+def project_saves(sem) -> Tuple[ProjectSave, ...]:
+    """Every `torch.save` of the other Python files in the linted file's project directories (its
+    own directory, the directories it adds to `sys.path`, the project root and its `src/`: where
+    the scripts that could write the checkpoint it loads sit), with what each saves. A file is
+    parsed only when its text has `save(`; every file read is recorded for the cache key. Asked
+    only for a `torch.load` this file's own saves do not explain."""
+    found = sem.__dict__.get("_checkpoint_project_saves")
+    if found is not None:
+        return found
+    items: List[ProjectSave] = []
+    project = getattr(sem, "project", None)
+    if project is not None:
+        import os
+
+        from torchlint.analysis import project as layer  # noqa: PLC0415 - the parse cache, only here
+
+        files: List[str] = []
+        for directory in project.search:
+            try:
+                names = sorted(os.listdir(directory))
+            except OSError:
+                continue
+            for name in names:
+                file = os.path.join(directory, name)
+                if name.endswith(".py") and file != project.path and file not in files and os.path.isfile(file):
+                    files.append(file)
+        for file in files[:MAX_PROJECT_FILES]:
+            text = layer._text_of(file)
+            if text is None:
+                continue
+            project.read[file] = text[1]
+            if "save(" not in text[0] or "torch" not in text[0]:
+                continue
+            parsed = layer._read(file)
+            other = parsed.semantic if parsed is not None else None
+            if other is None:
+                continue
+            for save in saves(other):
+                items.append(ProjectSave(save, other, file, file_name(other, save.path)))
+            if other.project is not None:
+                project.read.update(other.project.read)
+    found = sem.__dict__["_checkpoint_project_saves"] = tuple(items)
+    return found
+
+
+__all__ = ["Content", "ProjectSave", "Save", "UNKNOWN", "UNLOADABLE", "WEIGHTS", "argument", "file_name",
+           "is_torch_load", "is_torch_save", "path_key", "project_saves", "saved_content", "saves", "saves_by_path"]

@@ -134,6 +134,22 @@ fix.
             keys = _keys_read(sem, node)
             refused = [s for s in every if s.content.keys & keys]
             if not refused:
+                # Another file of the project may write what this one reads (`train.py` saves,
+                # `generate.py` loads): linked by the file name both name, else only possibly.
+                across = _other_files(sem, path)
+                if across is not None:
+                    matched, possible = across
+                    if matched is not None:
+                        hit = [p for p in matched if p.save.content.verdict == checkpoints.UNLOADABLE]
+                        if not hit:
+                            if not all(p.save.content.verdict == checkpoints.WEIGHTS for p in matched):
+                                self._note(node, ctx)
+                            return
+                        self._report_other(node, ctx, hit[0], Severity.ERROR, allowlisted)
+                        return
+                    if not every and possible:
+                        self._report_other(node, ctx, possible[0], Severity.WARNING, allowlisted)
+                        return
                 refused, severity = every, Severity.WARNING
         if not refused:
             self._note(node, ctx)
@@ -142,15 +158,33 @@ fix.
             self._note(node, ctx)
             return
         save = refused[0]
-        content = save.content
-        holder = ctx.short(content.node, 30) if content.node is not None else "it"
         linked_how = "the checkpoint it reads" if severity is Severity.ERROR else \
             "if it reads the checkpoint this file saves, that checkpoint"
+        self._report(node, ctx, f"{linked_how} (`{ctx.short(save.call, 40)}`)", save.content, ctx.short, severity)
+
+    def _report_other(self, node: cst.Call, ctx: RuleContext, other: "checkpoints.ProjectSave", severity: Severity,
+                      allowlisted: bool) -> None:
+        if allowlisted:
+            self._note(node, ctx)
+            return
+        origin = other.origin(ctx.semantic.project)
+
+        def short(expr, limit):
+            text = " ".join(other.semantic.source(expr).split())
+            return text if len(text) <= limit else text[: limit - 1] + "…"
+
+        call = short(other.save.call, 40)
+        linked_how = f"the checkpoint it reads, saved at {origin} (`{call}`)," if severity is Severity.ERROR else \
+            f"if it reads the checkpoint {origin} saves (`{call}`), that checkpoint"
+        self._report(node, ctx, linked_how, other.save.content, short, severity)
+
+    def _report(self, node: cst.Call, ctx: RuleContext, linked_how: str, content, short, severity: Severity) -> None:
+        holder = short(content.node, 30) if content.node is not None else "it"
         hidden = " (the `except` around it swallows the error: the checkpoint is silently never loaded)" \
-            if _caught_by_broad_except(sem, node) else ""
+            if _caught_by_broad_except(ctx.semantic, node) else ""
         message = (
             f"`{ctx.short(node, 40)}` raises `UnpicklingError: Weights only load failed`{hidden}: since PyTorch 2.6 "
-            f"`weights_only` defaults to True, and {linked_how} (`{ctx.short(save.call, 40)}`) holds "
+            f"`weights_only` defaults to True, and {linked_how} holds "
             f"{content.what} (`{holder}`); {content.instead.replace('{name}', 'args')}, or pass "
             f"`weights_only=False` for a file you trust"
         )
@@ -161,6 +195,22 @@ fix.
             f"`{ctx.short(node, 40)}` loads with `weights_only=True` (the default since PyTorch 2.6): a checkpoint "
             f"holding more than tensors, state dicts and plain Python values (an argparse.Namespace, a whole model, "
             f"NumPy values) raises `UnpicklingError`; pass `weights_only=` to say which it is"), severity=Severity.NOTE)
+
+
+def _other_files(sem, path):
+    """(the other files' saves linked to this load by the file name both name, or None when none
+    is; the refused saves that may write what it loads: the file names of the load or the save are
+    not known), or None when the project has no save (or the project layer is off)."""
+    others = checkpoints.project_saves(sem)
+    if not others:
+        return None
+    name = checkpoints.file_name(sem, path)
+    matched = [p for p in others if name is not None and p.name == name]
+    if matched:
+        return matched, []
+    possible = [p for p in others if p.save.content.verdict == checkpoints.UNLOADABLE
+                and (name is None or p.name is None)]
+    return None, possible
 
 
 def _is_state_dict_argument(sem, call: cst.Call) -> bool:

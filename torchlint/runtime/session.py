@@ -617,12 +617,12 @@ class Session:
     def _on_warning(self, message, category, filename, lineno, file=None, line=None):
         try:
             if not self.disabled and threading.get_ident() == self._main_thread:
-                code = signatures.warning_code(category.__name__, str(message))
-                if code is not None:
+                mapped = signatures.run_warning(category.__name__, str(message))
+                if mapped is not None:
                     site = self.frames.site(sys._getframe(1))
                     if site is not None:
                         text = " ".join(str(message).split())
-                        self.observe(code, site, _warning_message(code), f"{category.__name__}: {text[:240]}")
+                        self.observe(mapped[0], site, mapped[1], f"{category.__name__}: {text[:240]}")
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         showwarning = self._showwarning or warnings._showwarning_orig  # type: ignore[attr-defined]
@@ -743,10 +743,6 @@ class _ManualSteps:
         limit = self.session.options.max_steps
         return (f"stopped after {self.steps} hand-written update steps (no torch.optim optimizer; a step is an "
                 f"update of every trainable parameter between two backwards) (--max-steps {limit})")
-
-
-def _warning_message(code: str) -> str:
-    return signatures.WARNING_MESSAGES[code]
 
 
 def _has_closure(args: tuple, kwargs: dict) -> bool:

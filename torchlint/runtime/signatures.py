@@ -231,7 +231,8 @@ _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
 # An exception a removed API of `torchlint.analysis.api_changes.removed` raises (its measured
 # `error` text: RuntimeError "deprecated since version 1.9 and is now removed", ModuleNotFoundError
 # "No module named 'torch._six'", AttributeError "... has no attribute 'next'") is TL209 at the
-# user's line. (TL210's warnings are not mapped yet: `WARNING_MESSAGES` below has no entry for them.)
+# user's line. A warning a deprecated API of the same table emits (its measured `error` text, e.g.
+# UserWarning "torch.range is deprecated and will be removed ...") is TL210: see `deprecated_api`.
 
 API_REMOVED = "TL209"
 _LOADER_ITERATOR = re.compile(r"'_\w*DataLoaderIter' object has no attribute 'next'")
@@ -298,3 +299,54 @@ WARNING_MESSAGES: Dict[str, str] = {
     "TL213": "`checkpoint` without `use_reentrant=` runs the reentrant variant, whose blocks get no gradient "
              "when no input requires grad; pass `use_reentrant=False`",
 }
+
+
+# -- TL210 (deprecated torch API): the warnings of the API-change table's WARNS entries -------------------
+# Each WARNS entry of `removed.CHANGES` carries the warning torch 2.13 emits (measured: every entry's
+# check snippet warns with exactly that text, whitespace aside). The whole text is matched, not its
+# first sentence: functorch's eight warnings share theirs ("We've integrated functorch into PyTorch.").
+# These come after `_WARNINGS` (TL208's nn.init/upsample texts and TL213's checkpoint are not in
+# `removed.CHANGES`), so a code of its own always wins.
+API_DEPRECATED = "TL210"
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _api_warning_texts() -> Tuple[Tuple[object, str, str], ...]:
+    from torchlint.analysis.api_changes import WARNS, removed
+
+    return tuple((change, change.error_type, _normalised(change.error_text)) for change in removed.CHANGES
+                 if change.outcome == WARNS and change.error_type and change.error_text)
+
+
+_API_WARNINGS = _api_warning_texts()
+
+CODES["TL210"] = Code("a deprecated torch API (API-change table)",
+                      "a warning whose category and text are a deprecated entry's measured warning "
+                      "(UserWarning 'torch.range is deprecated and will be removed', FutureWarning "
+                      "'`torch.cuda.amp.autocast(args...)` is deprecated', ...)")
+
+
+def deprecated_api(category_name: str, message: str):
+    """The API-change entry (WARNS) whose measured warning this is, or None."""
+    if "deprecated" not in message:
+        return None
+    text = _normalised(message)
+    for change, category, expected in _API_WARNINGS:
+        if category == category_name and expected in text:
+            return change
+    return None
+
+
+def run_warning(category_name: str, message: str) -> Optional[Tuple[str, str]]:
+    """(code, the one-line message `torchlint run` shows) for a warning it maps, or None."""
+    code = warning_code(category_name, message)
+    if code is not None:
+        return code, WARNING_MESSAGES[code]
+    change = deprecated_api(category_name, message)
+    if change is None:
+        return None
+    since = f" since {change.deprecated_in}" if change.deprecated_in else ""
+    return API_DEPRECATED, f"`{change.api}` is deprecated{since} and warns; use {change.replacement}"
