@@ -6,9 +6,9 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import training
+from torchlint.analysis import evaluation, training
 from torchlint.analysis.semantic import method_call
-from torchlint.analysis.value import GRAD_OFF
+from torchlint.analysis.value import AG_GRAPH, GRAD_OFF, GRAD_UNKNOWN, LOADER, LOSS, MODULE, TENSOR_KINDS
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -99,6 +99,7 @@ accumulator becomes a Python float instead of a tensor.
             return
         losses = [e for e in elements if training.is_loss_tensor(sem, e)]
         if not losses:
+            self._check_outputs(node, ctx, kind, container, elements, statement, loops[0])
             return
         loop = loops[0]
         root = _root_name(container)
@@ -125,6 +126,50 @@ accumulator becomes a Python float instead of a tensor.
             fix = FixSpec(f"Accumulate `{_method(ctx, loss, 'item')}`",
                           (Replace(loss, _method(ctx, loss, "item")),), Applicability.UNSAFE)
         ctx.report(node if kind == "append" else statement, message, fix)
+
+    def _check_outputs(self, node: cst.CSTNode, ctx: RuleContext, kind: str, container: cst.BaseExpression,
+                       elements: List[cst.BaseExpression], statement: cst.CSTNode, loop: cst.CSTNode) -> None:
+        """Model outputs (tensors that certainly carry a graph) collected across the iterations of
+        a loop over batches that runs no backward, with autograd on: an inference loop outside
+        any evaluation-named function (those, and loops after `model.eval()`, are TL106's)."""
+        sem = ctx.semantic
+        kept = [e for e in elements if _graph_carrying(sem, e)]
+        if not kept:
+            return
+        if sem.values.grad_mode(node) in (GRAD_OFF, GRAD_UNKNOWN) or sem.values.lexical_grad_mode(node) is not None:
+            return  # no_grad / inference_mode here, a decorator, or a caller running it without grad
+        if not _batch_loop(sem, ctx, loop) or evaluation.has_backward(sem, loop):
+            return  # a loop over time steps or heads (an RNN unrolled), or a training loop
+        root = _root_name(container)
+        if root is None or root.value == "self":
+            return
+        scope = evaluation.scope_body(sem, node)
+        if isinstance(scope, cst.FunctionDef):
+            if evaluation.is_eval_function_name(scope.name.value) or evaluation.is_framework_hook(scope.name.value):
+                return  # TL106 reports the model call of an evaluation function
+            if sem.class_of_method(scope) is not None and sem.is_module_class(sem.class_of_method(scope)):
+                return  # a module's own method: its outputs go on to a caller's backward
+        if _switched_before(sem, scope, loop):
+            return  # after `model.eval()` (TL106's), or `torch.set_grad_enabled(False)` by hand
+        value = kept[0]
+        model_call = _model_call(sem, value)
+        if model_call is not None and evaluation.entirely_frozen(sem, model_call.func):
+            return
+        if _reset_every_iteration(sem, loop, root, statement, kind):
+            return
+        use = _graph_use(sem, root, node)
+        if use == "backward" or (use == "return" and _result_backpropagated(sem, scope)):
+            return  # a gradient through the whole sequence is meant
+        made = ctx.short(model_call if model_call is not None else value, 30)
+        if kind == "append":
+            message = (f"`{root.value}` keeps the autograd graph of every `{made}` output across iterations of a "
+                       "loop that runs no backward: memory grows with every batch; wrap the loop in "
+                       f"`torch.no_grad()` or store `{_method(ctx, value, 'detach')}`")
+        else:
+            message = (f"`{ctx.short(statement, 40)}` chains the autograd graph of every `{made}` output into one "
+                       "that grows with every batch of a loop that runs no backward; wrap the loop in "
+                       f"`torch.no_grad()` or add `{_method(ctx, value, 'detach')}`")
+        ctx.report(node if kind == "append" else statement, message, severity=Severity.WARNING)
 
     def _growth(self, node: cst.CSTNode) -> Optional[Growth]:
         """(kind, container, grown elements, statement) for list/accumulator growth."""
@@ -197,6 +242,81 @@ def _reset_every_iteration(sem, loop: cst.CSTNode, name: cst.Name, growth: cst.C
         if value is not None and _mentions(sem, value, name.value):
             return False  # `acc = acc + t` grows, it does not reset
     return True
+
+
+def _graph_carrying(sem, expr: cst.BaseExpression) -> bool:
+    """A tensor that certainly carries an autograd graph and is not a loss (a model's output,
+    arithmetic on it, `.cpu()` of it): `.detach()`, `.item()`, `.tolist()`, `.cpu().numpy()`
+    and outputs of unknown callees are not."""
+    value = sem.values.of(expr)
+    return value.kind in TENSOR_KINDS and value.kind != LOSS and value.autograd == AG_GRAPH
+
+
+_BATCH_WORDS = ("loader", "dataset", "batches", "data", "iterator")
+
+
+def _batch_loop(sem, ctx: RuleContext, loop: cst.CSTNode) -> bool:
+    """A `for` loop over a DataLoader (or a dataset, possibly through `enumerate`/`tqdm`), or over
+    an iterable named like data (`for x in test_loader`, `for batch in batches`)."""
+    if not isinstance(loop, cst.For):
+        return False
+    iterable = loop.iter
+    while isinstance(iterable, cst.Call) and iterable.args and isinstance(iterable.func, (cst.Name, cst.Attribute)) \
+            and ctx.code(iterable.func).strip().rsplit(".", 1)[-1] in ("enumerate", "tqdm", "iter", "zip"):
+        iterable = iterable.args[0].value
+    if sem.values.of(iterable).kind == LOADER:
+        return True
+    text = ctx.code(iterable).lower()
+    return any(word in text for word in _BATCH_WORDS)
+
+
+def _switched_before(sem, scope: cst.CSTNode, loop: cst.CSTNode) -> bool:
+    """Grad mode switched by hand (`torch.set_grad_enabled(...)`) in the function, or a model
+    switched to eval mode before the loop; for top-level code, by the statements run before the
+    loop (a function defined in the script is not run by being defined)."""
+    if isinstance(scope, cst.Module):
+        here = sem.index.order[loop]
+        parts = [s for s in scope.body if sem.index.order[s] < here
+                 and not isinstance(s, (cst.FunctionDef, cst.ClassDef)) and not sem.index.contains(s, loop)]
+        parts.append(loop)
+    else:
+        parts = [scope]
+    for part in parts:
+        if evaluation.mentions_grad_switch(sem, part):
+            return True
+        if any(evaluation.before(sem, receiver, loop) for receiver in evaluation.eval_mode_receivers(sem, part)):
+            return True
+    return False
+
+
+def _model_call(sem, expr: cst.BaseExpression, depth: int = 0) -> Optional[cst.Call]:
+    """The module call whose output `expr` is or is built from (`encoder(batch)`, also through
+    names bound to it, a few assignments deep), or None."""
+    for node in [expr, *sem.index.descendants(expr, cst.Call)]:
+        if isinstance(node, cst.Call) and sem.values.of(node.func).kind == MODULE:
+            return node
+    root = _root_name(expr)
+    if root is None or depth >= 3:
+        return None
+    for definition in sem.values.flow.reaching_at(root, root.value) or ():
+        if definition.value is not None:
+            found = _model_call(sem, definition.value, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _result_backpropagated(sem, scope: cst.CSTNode) -> bool:
+    """A call in this file of the function `scope` whose result reaches a backward pass."""
+    if not isinstance(scope, cst.FunctionDef):
+        return False
+    name = scope.name.value
+    for call in sem.index.nodes(cst.Call):
+        func = call.func
+        spelled = func.value if isinstance(func, cst.Name) else (func.attr.value if isinstance(func, cst.Attribute) else None)
+        if spelled == name and training.flows_into_backward(sem, call):
+            return True
+    return False
 
 
 def _is_data_loop(ctx: RuleContext, loop: cst.CSTNode) -> bool:
