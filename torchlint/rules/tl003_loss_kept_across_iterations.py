@@ -21,7 +21,7 @@ _DATA_WORDS = ("loader", "dataset", "batches", "epoch", "tqdm", "data", "iterato
 class LossKeptAcrossIterations(Rule):
     code = "TL003"
     name = "loss-kept-across-iterations"
-    summary = "Loss tensor stored or summed across iterations keeps every autograd graph alive"
+    summary = "Loss tensor (or model output) stored or summed across iterations keeps every autograd graph alive"
     fix_availability = "sometimes"
     triggers = ("append", "extend", "+")
     node_types = (cst.Call, cst.AugAssign, cst.Assign)
@@ -31,7 +31,10 @@ class LossKeptAcrossIterations(Rule):
 A **warning**: keeping each iteration's loss with its graph (`total += loss`,
 `losses.append(loss)`) holds every iteration's autograd graph and saved activations; the harm is
 memory that grows with the number of iterations and the model's size, up to running out of
-memory on a long run.
+memory on a long run. Model outputs collected over a whole DataLoader are a warning too: the
+memory grows with the dataset's size, which the code does not show (the torch 2.13 case below
+keeps 3 MiB over 20 small batches; the issue's encoder kept 278 MB over 10), so whether it runs
+out is a matter of scale.
 """
     docs = """
 ## What it does
@@ -42,6 +45,14 @@ instance of a `torch.nn.*Loss` class, or a `torch.nn.functional` loss such as `c
 called, arithmetic on those (`loss / accum_steps`), or a call of a function of the same file
 whose every `return` gives one (`def loss_function(...): ...; return bce + kld`).
 
+Also flags model outputs collected the same way (`features.append(encoder(batch))`,
+`total += model(x)`) in a loop over batches (a DataLoader or dataset, through `enumerate` or
+`tqdm` too, or an iterable named like data) that runs no backward pass, with autograd on: the
+appended value certainly carries a graph (the output of an `nn` layer, a torchvision model or a
+module class of this file or project, or arithmetic and `.cpu()` on it). This is feature
+extraction or inference outside an evaluation-named function; inside one, or after
+`model.eval()`, TL106 reports the model call instead.
+
 ## Why is this bad?
 A loss tensor holds its autograd graph. Storing it keeps every iteration's graph alive; in an
 evaluation loop without `torch.no_grad()` that graph holds every iteration's activations.
@@ -49,6 +60,9 @@ Measured on torch 2.13: 200 iterations of a small MLP retained 813 MiB of saved 
 `losses.append(loss)` and 4 MiB with `losses.append(loss.item())`. `total += loss` builds one
 ever-growing graph instead (11 → 1404 autograd nodes). This is the PyTorch FAQ's "Don't
 accumulate history across your training loop". Note that `.cpu()` alone does not detach.
+A model output collected without `no_grad` holds the same: its graph and every activation the
+forward saved, for a backward that never comes. Measured on torch 2.13 (the confirmation case):
+20 batches of a small MLP's outputs kept 3.16 MiB of saved tensors alive; none under `no_grad`.
 
 ## Example
 ```python
@@ -70,15 +84,41 @@ for x, y in loader:
     total += loss.item()
 ```
 
+For model outputs: an extraction loop in a script or in `extract()` / `main()` without
+`torch.no_grad()`, where no backward ever uses the collected outputs:
+```python
+features = []
+for batch in loader:
+    features.append(encoder(batch))
+features = torch.cat(features)
+```
+
+Use instead:
+```python
+features = []
+with torch.no_grad():
+    for batch in loader:
+        features.append(encoder(batch))
+features = torch.cat(features)
+```
+
 Not flagged: `.item()`, `float(t)`, `.detach()` (also `.detach().cpu()`), `.tolist()`, `.data`;
 calls that do not grow a container (`writer.add_scalar("loss", loss, step)`); code under
 `torch.no_grad()`; per-iteration containers; and loss terms summed over heads in a loop without a
 backward pass whose sum is then returned or backpropagated (`total = 0; for h in heads: total +=
-F.mse_loss(h(x), y); total.backward()`).
+F.mse_loss(h(x), y); total.backward()`). For model outputs also: outputs of a callee the analysis
+cannot see (`model = make_encoder()`); code run without grad by a decorator, a caller's
+`no_grad` block seen in the file, or `torch.set_grad_enabled(False)`; a model frozen whole
+(`model.requires_grad_(False)`, or `requires_grad = False` for each of its parameters; note that
+`model.eval()` alone does not turn autograd off); collected outputs that are backpropagated
+after the loop (`torch.cat(outs).sum().backward()`, or the function's result in a caller): a
+gradient over a whole sequence is meant; loops that train, loops over time steps (`for t in
+range(T)`), and a module's own methods (an RNN unrolled in `forward`).
 
 ## Fix safety
 `xs.append(loss)` becomes `xs.append(loss.detach())`: safe, the stored values are the same,
-only the graph is dropped. `total += loss` becomes `total += loss.item()`: unsafe, the
+only the graph is dropped. No fix is offered for collected model outputs: `.detach()` or
+`no_grad` changes what a caller gets (outputs without `requires_grad`). `total += loss` becomes `total += loss.item()`: unsafe, the
 accumulator becomes a Python float instead of a tensor.
 
 ## References
