@@ -16,8 +16,8 @@ import libcst as cst
 from torchlint.analysis import torch_api as api
 from torchlint.analysis import training
 from torchlint.analysis.interpreter import GRAD_OFF
-from torchlint.analysis.semantic import Semantic, keyword, method_call
-from torchlint.analysis.value import MODULE
+from torchlint.analysis.semantic import Semantic, is_true, keyword, method_call
+from torchlint.analysis.value import MODULE, identity
 
 # -- grad mode ----------------------------------------------------------------------------------
 
@@ -129,6 +129,57 @@ def scope_body(sem: Semantic, node: cst.CSTNode) -> cst.CSTNode:
     """The function holding `node`, or the module for top-level code."""
     function = sem.function_of(node)
     return function if function is not None else sem.module
+
+
+# -- frozen models -------------------------------------------------------------------------------
+
+
+def entirely_frozen(sem: Semantic, func: cst.BaseExpression) -> bool:
+    """The evaluated model has all its parameters frozen (`model.requires_grad_(False)`, or
+    `p.requires_grad = False` for every `p` of `model.parameters()`): its forward records no
+    graph. One frozen parameter elsewhere in the file does not count. (TL106 and TL003 ask it
+    for the model whose outputs they report.)"""
+    wanted = identity(sem.values.of(func))
+    for call in sem.index.nodes(cst.Call):
+        if method_call(call, "requires_grad_") and call.args and not is_true(call.args[0].value):
+            receiver = call.func.value
+            if (same_spelling(receiver, func) and sem.function_of(call) is sem.function_of(func)) or (
+                    wanted is not None and identity(sem.values.of(receiver)) is wanted):
+                return not trainable_part_added_after(sem, receiver, call)
+    for loop in sem.index.nodes(cst.For):
+        iterable = loop.iter
+        if not (method_call(iterable, "parameters") and isinstance(loop.target, cst.Name)):
+            continue
+        owner = iterable.func.value
+        if not ((same_spelling(owner, func) and sem.function_of(loop) is sem.function_of(func)) or (
+                wanted is not None and identity(sem.values.of(owner)) is wanted)):
+            continue
+        for statement in loop.body.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Assign) and any(
+                            isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
+                            and isinstance(t.target.value, cst.Name) and t.target.value.value == loop.target.value
+                            for t in small.targets) and not is_true(small.value):
+                        return not trainable_part_added_after(sem, owner, loop)
+    return False
+
+
+def trainable_part_added_after(sem: Semantic, owner: cst.BaseExpression, freeze: cst.CSTNode) -> bool:
+    """`model.fc = nn.Linear(512, 2)` after the freeze, in the same scope: the new head has
+    parameters that require grad, so the model is no longer entirely frozen."""
+    scope = sem.function_of(freeze)
+    after = sem.index.order[freeze]
+    for assign in sem.index.nodes(cst.Assign):
+        if sem.index.order[assign] <= after or sem.function_of(assign) is not scope:
+            continue
+        for target in assign.targets:
+            t = target.target
+            if isinstance(t, cst.Attribute) and same_spelling(t.value, owner):
+                built = sem.values.of(assign.value)
+                if built.kind == MODULE and not (built.module is not None and built.module.stateless):
+                    return True
+    return False
 
 
 # -- modules with dropout / batch norm ----------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import evaluation
-from torchlint.analysis.value import INPUT, MODULE, UNKNOWN, identity
+from torchlint.analysis.value import INPUT, MODULE, UNKNOWN
 from torchlint.analysis.semantic import Semantic, is_true, method_call
 from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
@@ -111,7 +111,7 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
             _grad_decorated(sem, scope) or _called_without_grad(sem, scope)
         ):
             return
-        if _entirely_frozen(sem, func, sem.values.of(func)):
+        if evaluation.entirely_frozen(sem, func):
             return
         detached = _detached_in_place(sem, node, loop)
         if detached is not None:
@@ -254,51 +254,4 @@ def _called_without_grad(sem: Semantic, function: cst.FunctionDef) -> bool:
             func.attr.value if isinstance(func, cst.Attribute) else None)
         if spelled == name and sem.values.lexical_grad_mode(call) is not None:
             return True
-    return False
-
-
-def _entirely_frozen(sem: Semantic, func: cst.BaseExpression, model) -> bool:
-    """The evaluated model has all its parameters frozen (`model.requires_grad_(False)`, or
-    `p.requires_grad = False` for every `p` of `model.parameters()`): its forward records no
-    graph. One frozen parameter elsewhere in the file does not count."""
-    wanted = identity(model)
-    for call in sem.index.nodes(cst.Call):
-        if method_call(call, "requires_grad_") and call.args and not is_true(call.args[0].value):
-            receiver = call.func.value
-            if (evaluation.same_spelling(receiver, func) and sem.function_of(call) is sem.function_of(func)) or (
-                    wanted is not None and identity(sem.values.of(receiver)) is wanted):
-                return not _trainable_part_added_after(sem, receiver, call)
-    for loop in sem.index.nodes(cst.For):
-        iterable = loop.iter
-        if not (method_call(iterable, "parameters") and isinstance(loop.target, cst.Name)):
-            continue
-        owner = iterable.func.value
-        if not ((evaluation.same_spelling(owner, func) and sem.function_of(loop) is sem.function_of(func)) or (
-                wanted is not None and identity(sem.values.of(owner)) is wanted)):
-            continue
-        for statement in loop.body.body:
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    if isinstance(small, cst.Assign) and any(
-                            isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
-                            and isinstance(t.target.value, cst.Name) and t.target.value.value == loop.target.value
-                            for t in small.targets) and not is_true(small.value):
-                        return not _trainable_part_added_after(sem, owner, loop)
-    return False
-
-
-def _trainable_part_added_after(sem: Semantic, owner: cst.BaseExpression, freeze: cst.CSTNode) -> bool:
-    """`model.fc = nn.Linear(512, 2)` after the freeze, in the same scope: the new head has
-    parameters that require grad, so the model is no longer entirely frozen."""
-    scope = sem.function_of(freeze)
-    after = sem.index.order[freeze]
-    for assign in sem.index.nodes(cst.Assign):
-        if sem.index.order[assign] <= after or sem.function_of(assign) is not scope:
-            continue
-        for target in assign.targets:
-            t = target.target
-            if isinstance(t, cst.Attribute) and evaluation.same_spelling(t.value, owner):
-                built = sem.values.of(assign.value)
-                if built.kind == MODULE and not (built.module is not None and built.module.stateless):
-                    return True
     return False

@@ -84,4 +84,36 @@ for step in range(20):
         # more autograd nodes than iterations: the graph grows with every step
         expect={"name": "total_loss", "min_nodes": 20, "show": ["type(total_loss).__name__"]},
     ),
+    Case(
+        rule="TL003",
+        title="features.append(encoder(batch)) keeps every batch's activations alive",
+        bad="""\
+import torch
+import torch.nn as nn
+
+encoder = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 32)).to(DEVICE)
+loader = torch.utils.data.DataLoader(torch.randn(2560, 64), batch_size=128)
+features = []
+for batch in loader:
+    features.append(encoder(batch.to(DEVICE)))
+features = torch.cat(features)
+""",
+        good="""\
+import torch
+import torch.nn as nn
+
+encoder = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 32)).to(DEVICE)
+loader = torch.utils.data.DataLoader(torch.randn(2560, 64), batch_size=128)
+features = []
+with torch.no_grad():
+    for batch in loader:
+        features.append(encoder(batch.to(DEVICE)))
+features = torch.cat(features)
+""",
+        bad_line=8,
+        probe="graph_retained",
+        # 20 batches' saved activations (inputs and ReLU outputs) are ~3 MiB; under no_grad
+        # nothing is saved and `features` has no grad_fn.
+        expect={"name": "features", "min_bytes": 2 * MIB, "show": ["features.requires_grad"]},
+    ),
 ]
