@@ -28,7 +28,9 @@ class TorchLoadWeightsOnly(Rule):
 An **error** when the load reads a checkpoint this file saves (linked by path or by a key read
 back) and that checkpoint holds something `weights_only=True` refuses: the load raises
 `UnpicklingError`. A **warning** when the file saves such a checkpoint but this load cannot be
-linked to it. A **note** when nothing is known of what is loaded (a pretrained state dict loads
+linked to it. The same for a checkpoint another file of the project saves under the file name
+this load reads (the message names that file and line), and a warning when the load cannot be
+linked but another project file saves such a checkpoint. A **note** when nothing is known of what is loaded (a pretrained state dict loads
 fine), or with `pickle_module=`.
 """
     triggers = ("load",)
@@ -51,6 +53,15 @@ Flags `torch.load(...)` without `weights_only=` and judges, from what the same f
   known): the load works for tensors and state dicts and raises for the rest; also a load with
   `pickle_module=`, which (measured) makes torch.load default to `weights_only=False`, the full
   unpickler, which runs code from the file.
+
+A load that this file's own saves do not explain is judged by the saves of the project's other
+files (the files beside it, `sys.path` additions, the project root and its `src/`; at most 200
+files, one directory level): the two are linked by the file name both spell (a literal, the last
+part of an `os.path.join` or f-string, an argparse or class-attribute default), so `resume.py`'s
+`torch.load("model.pth")` of what `train.py` saves with `torch.save(model, "model.pth")` is an
+**error** whose message names `train.py` and its line; a linked state-dict save makes it silent; a
+load that names no file both share, in a project whose other file saves a whole model or a
+Namespace, is a **warning**; a save under a different file name is not matched.
 
 Not flagged: a load with an explicit `weights_only=` (either value: an informed choice); a load of
 what the file saves as tensors, numbers, strings and state dicts only (`model.state_dict()`,
