@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -69,18 +70,14 @@ class Config:
 
     def is_excluded(self, path: str) -> bool:
         """Whether `path` or one of its parent directories matches an exclude pattern."""
-        patterns = self.exclude + self.extend_exclude
-        relative = self.relative(path)
+        relative = os.path.normcase(self.relative(path))
         parts = relative.split("/")
-        for pattern in patterns:
-            pattern = pattern.rstrip("/")
-            if fnmatch.fnmatch(relative, pattern):
+        for slashed, matches in _compiled(tuple(self.exclude + self.extend_exclude)):
+            if matches(relative):
                 return True
-            if "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in parts):
+            if not slashed and any(matches(part) for part in parts):
                 return True
-            if "/" in pattern and any(
-                fnmatch.fnmatch("/".join(parts[: i + 1]), pattern) for i in range(len(parts))
-            ):
+            if slashed and any(matches("/".join(parts[: i + 1])) for i in range(len(parts))):
                 return True
         return False
 
@@ -189,3 +186,14 @@ def load_config(start: Path, explicit: Optional[Path] = None) -> Config:
         raise ConfigError(f"{pyproject}: `respect-gitignore` must be true or false")
     config.respect_gitignore = respect
     return config
+
+
+@lru_cache(maxsize=32)
+def _compiled(patterns: tuple) -> tuple:
+    """Each exclude pattern as (has a slash, match function), as `fnmatch.fnmatch` matches: the
+    discovery of a large tree asks once per file and directory, for each part of the path."""
+    compiled = []
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        compiled.append(("/" in pattern, re.compile(fnmatch.translate(os.path.normcase(pattern))).match))
+    return tuple(compiled)
