@@ -22,6 +22,7 @@ from torchlint.rules import all_rules
 from torchlint.rules.base import InsertBefore, Rebracket, Replace, Report, Rule, RuleContext
 from torchlint.source import SourceError, decode_source
 from torchlint.suppression import Suppressions
+from torchlint.positions import code_for_node
 
 # Developers set TORCHLINT_RAISE=1 to see a rule's traceback instead of a TL903 finding.
 _RAISE_INTERNAL_ERRORS = bool(os.environ.get("TORCHLINT_RAISE"))
@@ -261,7 +262,7 @@ def _edits(module, lines, ranges, specs) -> Optional[List[Edit]]:
             return None
         (row, col), (end_row, end_col) = span
         if isinstance(spec, Replace):
-            content = spec.content if isinstance(spec.content, str) else module.code_for_node(spec.content)
+            content = spec.content if isinstance(spec.content, str) else code_for_node(module, spec.content)
             edits.append(Edit(content, Location(row, col + 1), Location(end_row, end_col + 1)))
         elif isinstance(spec, InsertBefore):
             line = lines[row - 1] if row - 1 < len(lines) else ""

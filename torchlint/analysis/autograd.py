@@ -20,6 +20,7 @@ from torchlint.analysis.interpreter import GRAD_OFF, GRAD_UNKNOWN
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import method_call, method_call_in
 from torchlint.analysis.value import CONTAINER, INPUT, Value
+from torchlint.positions import code_for_node
 
 if TYPE_CHECKING:
     from torchlint.analysis.semantic import Semantic
@@ -318,7 +319,7 @@ def torch_is_imported(sem: "Semantic", node: cst.CSTNode) -> bool:
 def _has_multiline_string(sem: "Semantic", node: cst.CSTNode) -> bool:
     for kind in (cst.SimpleString, cst.FormattedString):
         for string in sem.index.descendants(node, kind):
-            if "\n" in sem.module.code_for_node(string) or "\r" in sem.module.code_for_node(string):
+            if "\n" in code_for_node(sem.module, string) or "\r" in code_for_node(sem.module, string):
                 return True
     return False
 
@@ -333,7 +334,7 @@ def wrap_in_no_grad(sem: "Semantic", statement: cst.CSTNode) -> Optional[str]:
     unit = sem.module.default_indent
     newline = sem.module.default_newline
     if isinstance(statement, cst.BaseCompoundStatement):
-        code = sem.module.code_for_node(statement.with_changes(leading_lines=()))
+        code = code_for_node(sem.module, statement.with_changes(leading_lines=()))
         lines = code.splitlines(keepends=True)
         body = "".join(indent + unit + line if line.strip() else line for line in lines)
         if not body.endswith(("\n", "\r")):
@@ -343,7 +344,7 @@ def wrap_in_no_grad(sem: "Semantic", statement: cst.CSTNode) -> Optional[str]:
         line = sem.parent(statement)
         if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
             return None
-        code = sem.module.code_for_node(statement.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)).strip()
+        code = code_for_node(sem.module, statement.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)).strip()
         if "\n" in code or "\r" in code:
             return None
         return f"with torch.no_grad():{newline}{indent}{unit}{code}"

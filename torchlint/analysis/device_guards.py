@@ -20,6 +20,7 @@ from torchlint.analysis import devices
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import keyword, method_call
 from torchlint.analysis.value import CRITERION, MODULE
+from torchlint.positions import code_for_node
 
 if TYPE_CHECKING:
     from torchlint.analysis.semantic import Semantic
@@ -79,7 +80,7 @@ def positional(call: cst.Call) -> List[cst.BaseExpression]:
 
 
 def _text(sem: "Semantic", node: cst.CSTNode) -> str:
-    return sem.module.code_for_node(node)
+    return code_for_node(sem.module, node)
 
 
 # -- hard-coded CUDA placements -----------------------------------------------------------------

@@ -24,6 +24,7 @@ from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import MODULE_SELF_METHODS, keyword, method_call, method_call_in
 from torchlint.analysis.torch_api import HALF_DTYPES, LOADERS
 from torchlint.analysis.value import BATCH, CRITERION, HOST, INPUT, LOADER, MODULE, TENSOR_KINDS, UNKNOWN, Value
+from torchlint.positions import code_for_node
 
 if TYPE_CHECKING:
     from torchlint.analysis.semantic import Semantic
@@ -583,7 +584,7 @@ def float32_module(sem: "Semantic", model: cst.BaseExpression) -> Optional[cst.C
     if value.module.stateless or not has_parameters(sem, model):
         return None
     klass = value.module.klass
-    if klass is not None and _CASTING_CLASS.search(sem.module.code_for_node(klass)):
+    if klass is not None and _CASTING_CLASS.search(code_for_node(sem.module, klass)):
         return None  # the class may cast its weights or its input
     return construction
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 
 import libcst as cst
 
-from libcst._nodes.internal import CodegenState
+from torchlint.positions import PlainCodegenState
 
 from torchlint.analysis.calls import is_true, keyword, method_call, method_call_in  # noqa: F401 (re-exported)
 from torchlint.analysis.flow import Def
@@ -135,7 +135,7 @@ class Semantic:
         column 0, so the lines of a multi-line expression inside a block lose the block's
         indentation; rendering with the enclosing blocks' indentation gives them back."""
         module = self.module
-        state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+        state = PlainCodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
         state.indent_tokens = [
             module.default_indent if block.indent is None else block.indent
             for block in reversed(list(self.ancestors(node))) if type(block) is cst.IndentedBlock

@@ -21,6 +21,7 @@ from torchlint.analysis.out_of_place import (  # noqa: F401 (the tables, read fr
     DEVICE_AND_DTYPE_MOVES, OUT_OF_PLACE_FUNCTIONAL, OUT_OF_PLACE_METHODS, OUT_OF_PLACE_TORCH)
 from torchlint.analysis.semantic import Semantic, keyword
 from torchlint.analysis.value import GRAD_OFF, GRAD_UNKNOWN, MODULE, OPTIMIZER, SCHEDULER, GRAD_SCALER
+from torchlint.positions import code_for_node
 
 
 # -- out-of-place operations (TL110): the tables are in out_of_place.py (the run reads them too) -
@@ -277,7 +278,7 @@ def batchnorm_rank_mismatch(sem: Semantic, sequential: cst.Call):
         if layer in BATCHNORM_RANKS:
             accepted = BATCHNORM_RANKS[layer]
             size = _argument(call, 0, "num_features")
-            size_text = None if size is None else sem.module.code_for_node(size).strip()
+            size_text = None if size is None else code_for_node(sem.module, size).strip()
             if ranks is not None and not (ranks & accepted):
                 found.append((call, layer, ranks, previous, "rank"))
             elif ranks is not None and feature_layer is not None and size_text == features \
@@ -299,7 +300,7 @@ def batchnorm_rank_mismatch(sem: Semantic, sequential: cst.Call):
         elif layer in FEATURE_LAYERS:
             _, position = FEATURE_LAYERS[layer]
             size = _argument(call, position, _FEATURE_KEYWORDS.get(layer, "out_channels"))
-            features = None if size is None else sem.module.code_for_node(size).strip()
+            features = None if size is None else code_for_node(sem.module, size).strip()
             feature_layer = layer
             ranks = OUTPUT_RANKS.get(layer, ranks)  # Linear keeps its input's rank
         elif layer in OUTPUT_RANKS:
@@ -380,7 +381,7 @@ def measured_on_purpose(sem: Semantic, node: cst.CSTNode) -> bool:
         if isinstance(ancestor, cst.With):
             for item in ancestor.items:
                 context = item.item.func if isinstance(item.item, cst.Call) else item.item
-                if _MEASURING.search(sem.module.code_for_node(context)):
+                if _MEASURING.search(code_for_node(sem.module, context)):
                     return True
         elif isinstance(ancestor, cst.FunctionDef) and _MEASURING.search(ancestor.name.value):
             return True

@@ -12,6 +12,7 @@ from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, keyword, method_call_in
 from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
+from torchlint.positions import code_for_node
 
 _CPU_TEXTS = {"cpu:", "to:'cpu'", 'to:"cpu"', "to:torch.device('cpu')", 'to:torch.device("cpu")'}
 _DTYPE_CASTS = MODULE_SELF_METHODS - {"to", "cuda", "cpu", "xpu", "mps"}
@@ -222,7 +223,7 @@ model parallelism (submodules moved to two or more different devices).
                 return True
             if devices.is_device_move(sem, call):
                 argument = devices.device_argument(sem, call)
-                text = "" if argument is None else sem.module.code_for_node(argument)
+                text = "" if argument is None else code_for_node(sem.module, argument)
                 device_texts.add(f"{call.func.attr.value}:{text}")
         if len(device_texts) >= 2:
             return True
@@ -250,7 +251,7 @@ model parallelism (submodules moved to two or more different devices).
 
 def _device_text(call: cst.Call, sem: Semantic) -> str:
     argument = devices.device_argument(sem, call)
-    return call.func.attr.value + ":" + ("" if argument is None else sem.module.code_for_node(argument))
+    return call.func.attr.value + ":" + ("" if argument is None else code_for_node(sem.module, argument))
 
 
 def _strip_moves(expr: cst.BaseExpression, sem: Semantic) -> cst.BaseExpression:

@@ -10,6 +10,7 @@ from torchlint.analysis import device_state, devices
 from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
+from torchlint.positions import code_for_node
 
 
 class BatchNotOnModelDevice(Rule):
@@ -157,7 +158,7 @@ def _unmoved_batch(sem: Semantic, value: cst.BaseExpression, use: cst.Call) -> O
     element = device_state.unmoved_batch_element(sem, value)
     if element is None or device_state.batch_touched_before(sem, element, use):
         return None
-    return element, sem.module.code_for_node(value)
+    return element, code_for_node(sem.module, value)
 
 
 def _framework_moves_batches(sem: Semantic, node: cst.CSTNode) -> bool:

@@ -11,6 +11,7 @@ from torchlint.analysis.value import INPUT, MODULE, UNKNOWN
 from torchlint.analysis.semantic import Semantic, is_true, method_call
 from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
+from torchlint.positions import code_for_node
 
 
 
@@ -142,7 +143,7 @@ def _detached_in_place(sem: Semantic, node: cst.Call, loop) -> Optional[str]:
     for call in sem.index.descendants(loop, cst.Call):
         if method_call(call, "detach_") and isinstance(call.func.value, cst.Name) \
                 and call.func.value.value in names and evaluation.before(sem, node, call):
-            return sem.module.code_for_node(call)
+            return code_for_node(sem.module, call)
     return None
 
 
@@ -153,7 +154,7 @@ def _volatile_relied_on(sem: Semantic, loop, scope) -> Optional[str]:
     for call in sem.index.descendants(where, cst.Call):
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "volatile" and is_true(arg.value):
-                return sem.module.code_for_node(arg).strip().rstrip(",")
+                return code_for_node(sem.module, arg).strip().rstrip(",")
     return None
 
 
@@ -169,7 +170,7 @@ def _volatile_input(sem: Semantic, node: cst.Call) -> Optional[str]:
                 continue
             for keyword in value.args:
                 if keyword.keyword is not None and keyword.keyword.value == "volatile" and is_true(keyword.value):
-                    return sem.module.code_for_node(keyword).strip().rstrip(",")
+                    return code_for_node(sem.module, keyword).strip().rstrip(",")
     return None
 
 
@@ -194,7 +195,7 @@ def _evaluation_reason(sem: Semantic, call: cst.Call, func, loop, scope) -> Opti
                 and evaluation.scope_body(sem, receiver) is scope:
             if sem.values.of(func).kind not in (MODULE, UNKNOWN, INPUT):
                 return None
-            return f"after `{sem.module.code_for_node(receiver)}.eval()`"
+            return f"after `{code_for_node(sem.module, receiver)}.eval()`"
     if isinstance(scope, cst.FunctionDef) and evaluation.is_eval_function_name(scope.name.value) \
             and not evaluation.has_backward(sem, scope) and not sem.is_module_class(sem.class_of_method(scope)):
         model = sem.values.of(func)
@@ -239,7 +240,7 @@ def _first_in_loop(sem: Semantic, node: cst.Call, loop) -> cst.Call:
 
 def _grad_decorated(sem: Semantic, function: cst.FunctionDef) -> bool:
     for decorator in function.decorators:
-        text = sem.module.code_for_node(decorator.decorator)
+        text = code_for_node(sem.module, decorator.decorator)
         if "grad" in text or "inference" in text:
             return True
     return False
