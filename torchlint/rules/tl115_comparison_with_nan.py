@@ -29,7 +29,9 @@ np.nan` and the like, a comparison of two constants that is usually a demonstrat
 ## What it does
 Flags `==` and `!=` comparisons with a NaN constant: `float("nan")` (any case, any sign),
 `math.nan`, `np.nan` (`np.NaN`, `np.NAN`), `torch.nan`, on either side. `torch.isnan(x)`,
-`math.isnan(x)`, `np.isnan(x)` and `x != x` are not flagged.
+`math.isnan(x)`, `np.isnan(x)` and `x != x` are not flagged. The message advises
+`torch.isnan(x)` for a tensor, `math.isnan(x)` for a number, and `df.isna()` / `np.isnan(a)`
+for a name bound to a pandas / NumPy call (`df = pd.DataFrame(...)`).
 
 Severity: an error (the check never fires); a note for a NaN compared with a NaN
 (`np.nan == np.nan`, usually a demonstration of the rule itself).
