@@ -148,6 +148,16 @@ def test_tl115_fix_needs_the_module_name():
     assert finding.fix is None  # `torch` is not a name here
 
 
+def test_tl115_advice_for_pandas_and_numpy_values():
+    # The ML-smells catalogue's example: torch.isnan / math.isnan take no DataFrame.
+    source = "import numpy as np\nimport pandas as pd\ndf = pd.DataFrame([1, None, 3])\nm = df == np.nan\n"
+    (finding,) = lint(source, "TL115")
+    assert finding.message.endswith("use `df.isna()`"), finding.message
+    source = "import numpy as np\na = np.zeros(3)\nm = a != np.nan\n"
+    (finding,) = lint(source, "TL115")
+    assert finding.message.endswith("use `~np.isnan(a)`"), finding.message
+
+
 # -- facts ---------------------------------------------------------------------------------------
 
 def model(source: str) -> Semantic:

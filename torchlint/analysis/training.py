@@ -48,6 +48,8 @@ def is_optimizer(sem: "Semantic", expr: cst.BaseExpression) -> bool:
         return True
     if value.kind not in (UNKNOWN, INPUT):
         return False
+    if _built_by_another_framework(sem, expr):
+        return False
     if isinstance(expr, cst.Subscript):  # `optimizers[0]`, `self.optimizers[i]`
         inner = last_identifier(expr.value)
         return inner is not None and inner.rstrip("s") in ("optimizer", "optimiser", "opt", "optim")
@@ -61,6 +63,22 @@ def is_optimizer(sem: "Semantic", expr: cst.BaseExpression) -> bool:
     elif sem.qualified_name(expr) is not None:  # `torch.optim`, `O.optim` style module paths
         return False
     return bool(_OPTIMIZER_NAME.match(name)) or _used_like_an_optimizer(sem, expr)
+
+
+# Deep-learning frameworks with optimizers of their own, whose clearing call is not torch's:
+# `opt = paddle.optimizer.SGD(...)` is cleared with `opt.clear_grad()` (Paddle has no `zero_grad`).
+_OTHER_FRAMEWORKS = ("paddle", "mindspore", "mxnet", "tensorflow", "keras", "jax", "optax", "flax")
+
+
+def _built_by_another_framework(sem: "Semantic", expr: cst.BaseExpression) -> bool:
+    """A name certainly bound to the result of another framework's call (`paddle.optimizer.SGD(...)`)."""
+    if not isinstance(expr, cst.Name):
+        return False
+    value = sem.assigned_value(expr)
+    if not isinstance(value, cst.Call):
+        return False
+    name = sem.qualified_name(value.func)
+    return name is not None and name.split(".")[0] in _OTHER_FRAMEWORKS
 
 
 def _used_like_an_optimizer(sem: "Semantic", expr: cst.BaseExpression) -> bool:

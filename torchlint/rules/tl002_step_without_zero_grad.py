@@ -43,6 +43,10 @@ calls (`sgd([w, b], lr)`), and for an optimizer whose loop clears only other mod
 Also flags a `zero_grad()` placed after the backward pass and before the step in the same
 straight-line block: the step then sees no gradients at all.
 
+A name bound to another framework's optimizer (`opt = paddle.optimizer.SGD(...)`; also MindSpore,
+MXNet, TensorFlow, Keras, JAX, Optax, Flax) is not an optimizer to this rule: Paddle clears with
+`opt.clear_grad()` and has no `zero_grad`, so the advice would be wrong.
+
 ## Why is this bad?
 `backward()` adds into `.grad`; it never overwrites it. Without clearing, every step uses the sum
 of all gradients since the start of training. Measured on torch 2.13: two backward passes of the

@@ -29,7 +29,9 @@ np.nan` and the like, a comparison of two constants that is usually a demonstrat
 ## What it does
 Flags `==` and `!=` comparisons with a NaN constant: `float("nan")` (any case, any sign),
 `math.nan`, `np.nan` (`np.NaN`, `np.NAN`), `torch.nan`, on either side. `torch.isnan(x)`,
-`math.isnan(x)`, `np.isnan(x)` and `x != x` are not flagged.
+`math.isnan(x)`, `np.isnan(x)` and `x != x` are not flagged. The message advises
+`torch.isnan(x)` for a tensor, `math.isnan(x)` for a number, and `df.isna()` / `np.isnan(a)`
+for a name bound to a pandas / NumPy call (`df = pd.DataFrame(...)`).
 
 Severity: an error (the check never fires); a note for a NaN compared with a NaN
 (`np.nan == np.nan`, usually a demonstration of the rule itself).
@@ -105,7 +107,22 @@ def _advice(sem: Semantic, ctx: RuleContext, other: cst.BaseExpression, equal: b
         return tensor
     if value.kind == "number":
         return number
+    library = _built_by(sem, other)
+    if library == "pandas":  # `df = pd.DataFrame(...)`: neither torch.isnan nor math.isnan takes it
+        return f"`{spelled}.{'isna' if equal else 'notna'}()`"
+    if library == "numpy":
+        return f"`{'' if equal else '~'}np.isnan({spelled})`"
     return f"{tensor} for a tensor, {number} for a number"
+
+
+def _built_by(sem: Semantic, other: cst.BaseExpression) -> Optional[str]:
+    """`pandas` or `numpy` when `other` is a name certainly bound to a call of that library."""
+    value = sem.assigned_value(other) if isinstance(other, cst.Name) else None
+    if not isinstance(value, cst.Call):
+        return None
+    name = sem.qualified_name(value.func)
+    root = name.split(".")[0] if name else None
+    return root if root in ("pandas", "numpy") else None
 
 
 def _fix(sem: Semantic, ctx: RuleContext, node: cst.Comparison, other: cst.BaseExpression,
