@@ -1,0 +1,100 @@
+"""Issue 24, item 7: real scripts through `torchlint run` as a subprocess.
+
+- two `x.data[0]` in one statement: the error that ended the run confirms the one it was raised
+  at (its position in the traceback), the other has no evidence of its own;
+- TL003 is reported at, and its evidence names, the line that keeps the losses;
+- one validation graph has one byte count: the TL106 evidence, the TL003 evidence and the memory
+  samples count the same storages (parameters, which the model holds anyway, in none of them);
+- the script's error is printed once;
+- `[*]` marks only a fix `--fix` applies (an unsafe one with `--unsafe-fixes`), `--statistics`
+  included.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+# each test runs a torch script under `torchlint run`, end to end (CI and --runslow run them)
+slow = pytest.mark.slow
+
+
+def torchlint(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env.pop("TORCHLINT_OUTPUT_FORMAT", None)
+    return subprocess.run([sys.executable, "-m", "torchlint", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def script(tmp_path: Path, text: str, name: str = "train.py") -> Path:
+    (tmp_path / "pyproject.toml").write_text("")
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def run_json(tmp_path: Path, path: Path, *options: str) -> dict:
+    result = torchlint("run", "--output-format", "json", *options, path.name, cwd=tmp_path)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    return json.loads(result.stdout)
+
+
+def findings(report: dict, code: str):
+    return sorted((f for f in report["findings"] if f["code"] == code),
+                  key=lambda f: (f["location"]["row"], f["location"]["column"] or 0))
+
+
+TRAIN_HEAD = '''\
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.MSELoss()
+    for step in range(3):
+        optimizer.zero_grad()
+        out = model(torch.randn(4, 3))
+        loss = criterion(out, torch.randn(4, 1))
+        acc = (out > 0).float().mean()
+        loss.backward()
+        optimizer.step()
+'''
+
+
+# -- (a) two TL201 in one statement -------------------------------------------------------------------
+
+@slow
+@needs_torch
+@pytest.mark.parametrize("tail, raised, unran", [
+    # the first one raises: the second never ran
+    ("        print(loss.data[0], acc.data[0])\n", (15, 11), (15, 25)),
+    # one statement over two lines: the second line is the same statement, not a second sighting
+    ("        print('loss', loss.data[0],\n              'acc', acc.data[0])\n", (15, 19), (16, 18)),
+    # the one that raised is not the first on the line
+    ("        print(loss.data[0] if step > 5 else acc.data[0])\n", (15, 41), (15, 11)),
+], ids=["same-line", "two-lines", "second-raises"])
+def test_each_zero_dim_index_of_a_statement_gets_its_own_status(tmp_path, tail, raised, unran):
+    path = script(tmp_path, TRAIN_HEAD + tail)
+    report = run_json(tmp_path, path)
+    by_place = {(f["location"]["row"], f["location"]["column"]): f for f in findings(report, "TL201")}
+    assert set(by_place) == {raised, unran}, by_place
+    assert by_place[raised]["status"] == "CONFIRMED"
+    assert by_place[raised]["evidence"].startswith("IndexError: invalid index of a 0-dim tensor")
+    assert by_place[unran]["status"] == "NO EVIDENCE"
+    assert "IndexError" not in by_place[unran]["evidence"].split("(")[0]  # not the other one's evidence
+    assert "raised (IndexError) before it completed" in by_place[unran]["evidence"]
+    if raised == (15, 41):  # the confirmed one shows the value of the tensor that was indexed: acc's
+        acc = re.search(r"value ([0-9.]+)\)", by_place[raised]["evidence"]).group(1)
+        assert float(acc) in (0.0, 0.25, 0.5, 0.75, 1.0)
