@@ -98,3 +98,71 @@ def test_each_zero_dim_index_of_a_statement_gets_its_own_status(tmp_path, tail, 
     if raised == (15, 41):  # the confirmed one shows the value of the tensor that was indexed: acc's
         acc = re.search(r"value ([0-9.]+)\)", by_place[raised]["evidence"]).group(1)
         assert float(acc) in (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+# -- (b) TL003 names the line that keeps the losses ---------------------------------------------------
+
+@slow
+@needs_torch
+def test_tl003_is_reported_at_the_line_that_keeps_the_losses(tmp_path):
+    path = script(tmp_path, '''\
+        import torch
+        import torch.nn as nn
+
+
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(3, 1)
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                self.history = {"loss": []}
+
+            def step(self):
+                self.optimizer.zero_grad()
+                loss = (self.model(torch.randn(4, 3)) - torch.randn(4, 1)).pow(2).mean()
+                loss.backward()
+                self.optimizer.step()
+                self.log(loss)
+
+            def log(self, loss):
+                self.history["loss"].append(loss)
+
+
+        trainer = Trainer()
+        for _ in range(6):
+            trainer.step()
+        ''')
+    report = run_json(tmp_path, path)
+    (finding,) = findings(report, "TL003")
+    assert finding["location"]["row"] == 19  # `self.history["loss"].append(loss)`, not the step (15)
+    assert "in `self.history` (kept by line 19)" in finding["evidence"]
+    assert "backward() called on them at line 14" in finding["evidence"]  # not "created at" the backward
+
+
+@slow
+@needs_torch
+def test_tl003_evidence_of_a_static_finding_names_the_keeping_line(tmp_path):
+    path = script(tmp_path, '''\
+        import torch
+        import torch.nn as nn
+
+        model = nn.Linear(3, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        criterion = nn.MSELoss()
+        total = 0
+        losses = []
+        for step in range(6):
+            optimizer.zero_grad()
+            loss = criterion(model(torch.randn(4, 3)), torch.randn(4, 1))
+            loss.backward()
+            optimizer.step()
+            total += loss
+            losses.append(loss)
+        print(total, len(losses))
+        ''')
+    report = run_json(tmp_path, path)
+    by_row = {f["location"]["row"]: f for f in findings(report, "TL003")}
+    assert by_row[14]["status"] == "CONFIRMED" and by_row[15]["status"] == "CONFIRMED", by_row
+    assert "`total` (added to at line 14)" in by_row[14]["evidence"]
+    assert "in `losses` (kept by line 15)" in by_row[15]["evidence"]
+    assert "(created at line 11)" in by_row[15]["evidence"]  # the criterion's line, not the backward's (12)
+    assert "line 12" not in by_row[14]["evidence"] + by_row[15]["evidence"]
