@@ -166,3 +166,66 @@ def test_tl003_evidence_of_a_static_finding_names_the_keeping_line(tmp_path):
     assert "in `losses` (kept by line 15)" in by_row[15]["evidence"]
     assert "(created at line 11)" in by_row[15]["evidence"]  # the criterion's line, not the backward's (12)
     assert "line 12" not in by_row[14]["evidence"] + by_row[15]["evidence"]
+
+
+# -- (c) one validation graph, one byte count ----------------------------------------------------------
+
+VALIDATION = '''\
+    import torch
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.CrossEntropyLoss()
+    kept = []
+    for step in range(6):
+        model.train()
+        optimizer.zero_grad()
+        loss = criterion(model(torch.randn(64, 32)), torch.randint(0, 4, (64,)))
+        loss.backward()
+        optimizer.step()
+        model.eval()
+        xv, yv = torch.randn(64, 32), torch.randint(0, 4, (64,))
+        {keep}
+    print(len(kept))
+'''
+
+
+def _kib(text: str, before: str) -> float:
+    return float(re.search(r"([0-9.]+) KiB " + re.escape(before), text).group(1))
+
+
+def _increments(report: dict) -> set:
+    saved = [s["saved_bytes"] for s in report["memory"]["samples"]]
+    return {b - a for a, b in zip(saved[1:], saved[2:])}  # from step 2 on: one validation graph a step
+
+
+@slow
+@needs_torch
+def test_a_validation_graph_has_the_same_size_in_tl106_and_in_the_memory_samples(tmp_path):
+    path = script(tmp_path, VALIDATION.replace("{keep}", "kept.append(model(xv))"))
+    report = run_json(tmp_path, path, "--saved-tensors-every", "1")
+    (tl106,) = findings(report, "TL106")
+    per_call = _kib(tl106["evidence"], "of tensors saved for backward per call")
+    # x (64x32) and the ReLU's output (64x128, saved by ReLU and by the second Linear: once); the
+    # weights (the second Linear saves its weight too) belong to the model, not to the graph
+    assert per_call == (64 * 32 + 64 * 128) * 4 / 1024
+    (step,) = _increments(report)
+    assert step / 1024 == per_call
+
+
+@slow
+@needs_torch
+def test_retained_validation_losses_have_the_size_the_memory_samples_grow_by(tmp_path):
+    path = script(tmp_path, VALIDATION.replace("{keep}", "kept.append(criterion(model(xv), yv))"))
+    report = run_json(tmp_path, path, "--saved-tensors-every", "1")
+    (step,) = _increments(report)
+    (tl003,) = findings(report, "TL003")
+    count = int(re.match(r"(\d+) loss tensors", tl003["evidence"]).group(1))
+    assert _kib(tl003["evidence"], "of saved tensors retained") == round(count * step / 1024, 1)
+    (tl106,) = findings(report, "TL106")  # the model's call alone: the loss's part aside
+    per_call = (64 * 32 + 64 * 128) * 4
+    assert _kib(tl106["evidence"], "of tensors saved for backward per call") == per_call / 1024
+    # the loss saves its log-softmax (64x4 floats), the target (64 int64) and a 0-dim total weight
+    assert per_call + (64 * 4) * 4 + 64 * 8 <= step <= per_call + (64 * 4) * 4 + 64 * 8 + 16

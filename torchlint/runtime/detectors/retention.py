@@ -190,7 +190,7 @@ class Retention:
         nodes = walk(t.grad_fn for _, t in retained)
         evidence = (f"{len(retained)} loss tensors of iterations {_span(steps)} still alive with their graphs in "
                     f"{name}{_kept_by(lines, keeps)} at step {session.iteration + 1}: {len(nodes):,} autograd nodes, "
-                    f"{mib(saved_bytes(nodes))} of saved tensors retained")
+                    f"{mib(saved_bytes(nodes, self.session.parameter_storages()))} of saved tensors retained")
         related = tuple(lines) + tuple(stack)
         if created is not None:
             evidence += (f" (backward() called on them at line {created.line})" if first.seen_at_backward
@@ -217,7 +217,7 @@ class Retention:
             "`loss.item()` instead",
             f"{shown} (added to at line {site.line}) spans the losses of iterations {_span(steps)} at step "
             f"{self.session.iteration + 1}: "
-            f"{len(nodes):,} autograd nodes reachable from it, {mib(saved_bytes(nodes))} of saved tensors",
+            f"{len(nodes):,} autograd nodes reachable from it, {mib(saved_bytes(nodes, self.session.parameter_storages()))} of saved tensors",
             step=self.session.iteration + 1)
 
     def _snapshot_holder(self, key: Tuple[str, int], stats: _SiteStats) -> None:
@@ -230,7 +230,7 @@ class Retention:
         tensors = [self._tracked[k].ref() for k in ids if k in self._tracked]
         nodes = walk(t.grad_fn for t in tensors if t is not None)
         stats.evidence = (f"{len(ids)} loss tensors created at line {key[1]} alive at once with their graphs: "
-                          f"{len(nodes):,} autograd nodes, {mib(saved_bytes(nodes))} of saved tensors")
+                          f"{len(nodes):,} autograd nodes, {mib(saved_bytes(nodes, self.session.parameter_storages()))} of saved tensors")
 
     def _report_unused(self, key: Tuple[str, int], stats: _SiteStats) -> None:
         stats.reported = True
