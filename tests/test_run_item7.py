@@ -229,3 +229,66 @@ def test_retained_validation_losses_have_the_size_the_memory_samples_grow_by(tmp
     assert _kib(tl106["evidence"], "of tensors saved for backward per call") == per_call / 1024
     # the loss saves its log-softmax (64x4 floats), the target (64 int64) and a 0-dim total weight
     assert per_call + (64 * 4) * 4 + 64 * 8 <= step <= per_call + (64 * 4) * 4 + 64 * 8 + 16
+
+
+# -- (d) the script's error is printed once --------------------------------------------------------------
+
+@slow
+@needs_torch
+def test_the_error_of_a_failing_script_is_printed_once(tmp_path):
+    path = script(tmp_path, '''\
+        import torch
+
+
+        def load():
+            raise ValueError("bad config: lr missing")
+
+
+        x = torch.ones(2)
+        load()
+        ''')
+    result = torchlint("run", path.name, cwd=tmp_path)
+    assert result.returncode == 2
+    both = result.stdout + result.stderr
+    assert both.count("ValueError: bad config: lr missing") == 1, both  # the traceback's last line
+    assert "bad config" not in result.stdout.splitlines()[0]  # the header line does not repeat it
+    assert 'File "train.py", line 5, in load' in result.stdout
+    json_run = torchlint("run", "--output-format", "json", path.name, cwd=tmp_path)
+    assert json_run.returncode == 2 and "bad config" not in json_run.stderr
+    assert json.loads(json_run.stdout)["outcome"]["traceback"].count("ValueError: bad config: lr missing") == 1
+
+
+@slow
+@needs_torch
+def test_a_known_rules_error_is_printed_once_and_its_evidence_refers_to_it(tmp_path):
+    path = script(tmp_path, '''\
+        import torch
+
+        x = torch.randn(4, 6).t()
+        y = x.view(24)
+        ''')
+    result = torchlint("run", path.name, cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    both = result.stdout + result.stderr
+    assert both.count("view size is not compatible") == 1, both
+    assert "RuntimeError: view size is not compatible" in result.stdout
+    (evidence,) = [line for line in result.stdout.splitlines() if line.strip().startswith("evidence:")]
+    assert "strides (1, 6) (not contiguous): the error in the traceback above" in evidence
+    report = run_json(tmp_path, path)  # the machine formats keep the evidence whole
+    (tl004,) = findings(report, "TL004")
+    assert "view size is not compatible" in tl004["evidence"]
+
+
+@slow
+@needs_torch
+def test_the_message_of_sys_exit_is_printed_once(tmp_path):
+    path = script(tmp_path, '''\
+        import sys
+        import torch
+
+        x = torch.ones(2)
+        sys.exit("fatal: no data")
+        ''')
+    result = torchlint("run", path.name, cwd=tmp_path)
+    assert result.returncode == 2
+    assert (result.stdout + result.stderr).count("fatal: no data") == 1
