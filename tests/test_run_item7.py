@@ -292,3 +292,67 @@ def test_the_message_of_sys_exit_is_printed_once(tmp_path):
     result = torchlint("run", path.name, cwd=tmp_path)
     assert result.returncode == 2
     assert (result.stdout + result.stderr).count("fatal: no data") == 1
+
+
+# -- (e) `[*]` only where --fix applies the fix -----------------------------------------------------------
+
+MARKED = '''\
+    import torch
+    import torch.nn as nn
+
+    model = nn.Linear(3, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.MSELoss()
+    total = 0
+    for step in range(4):
+        optimizer.zero_grad()
+        loss = criterion(model(torch.randn(4, 3)), torch.randn(4, 1))
+        loss.backward()
+        optimizer.step()
+        total += loss
+    print(total.data[0])
+'''
+
+
+def _marked_codes(text: str) -> dict:
+    """code -> whether its line(s) carry `[*]`, from the concise report and from --statistics."""
+    lines = {}
+    for line in text.splitlines():
+        found = re.match(r"train\.py:\d+:\d+: (TL\d{3})( \[\*\])? ", line)
+        if found:
+            lines[found.group(1)] = bool(found.group(2))
+        found = re.match(r"\s+\d+\t(TL\d{3})\t(\[\*\]|   ) ", line)
+        if found:
+            lines["statistics " + found.group(1)] = found.group(2) == "[*]"
+    return lines
+
+
+@slow
+@needs_torch
+def test_the_fix_marker_means_fix_applies_it(tmp_path):
+    path = script(tmp_path, MARKED)
+    # TL201 `total.data[0]` -> `total.item()` is a safe fix, TL003 `total += loss.item()` an unsafe one
+    plain = torchlint("--statistics", path.name, cwd=tmp_path)
+    assert _marked_codes(plain.stdout) == {"TL201": True, "TL003": False,
+                                           "statistics TL201": True, "statistics TL003": False}, plain.stdout
+    assert "[*] 1 fixable with the --fix option." in plain.stdout
+    assert "1 hidden fix can be enabled with the `--unsafe-fixes` option." in plain.stdout
+    unsafe = torchlint("--statistics", "--unsafe-fixes", path.name, cwd=tmp_path)
+    assert _marked_codes(unsafe.stdout) == {"TL201": True, "TL003": True,
+                                            "statistics TL201": True, "statistics TL003": True}, unsafe.stdout
+    assert "[*] 2 fixable with the --fix option." in unsafe.stdout and "hidden" not in unsafe.stdout
+
+    # what was marked is what --fix fixes, and only that
+    fixed = torchlint("--fix", path.name, cwd=tmp_path)
+    assert "total.item()" in path.read_text() and "total += loss\n" in path.read_text()
+    assert _marked_codes(fixed.stdout) == {"TL003": False}, fixed.stdout
+    fixed = torchlint("--fix", "--unsafe-fixes", path.name, cwd=tmp_path)
+    assert "total += loss.item()" in path.read_text()
+    assert _marked_codes(fixed.stdout) == {}, fixed.stdout
+
+    # `torchlint run` reports statuses, not fixes: no marker, whatever the fix
+    path.write_text(textwrap.dedent(MARKED))
+    run = torchlint("run", path.name, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "TL003 CONFIRMED warning:" in run.stdout and "TL201 CONFIRMED error:" in run.stdout
+    assert "[*]" not in run.stdout
