@@ -257,7 +257,8 @@ class Memory:
         storages: Dict[Tuple[str, int], int] = {}
         self._prune()
         packed = [item for item in (ref() for ref in self._live) if item is not None]
-        parameters = self.parameter_storages()
+        # (computed only when a graph is alive at the sample: after a backward none is, usually)
+        parameters = self.parameter_storages() if packed else frozenset()
         for item in packed:
             found = storage_key_bytes(item[0])
             if found is not None and found[0] not in parameters and not is_parameter(item[0]):
