@@ -643,15 +643,20 @@ def test_saved_tensor_hook_stride():
 
 
 def test_fix_marker_only_for_a_fix_that_fix_applies():
-    from torchlint.finding import Applicability, Fix
+    from torchlint.finding import Applicability, Edit, Fix
+    from torchlint.fixer import applicable
     from torchlint.output.text import line
 
-    def with_fix(applicability):
-        return Finding("TL108", "m", "t.py", Location(1, 1), Location(1, 2), fix=Fix("f", (), applicability))
+    def with_fix(applicability, edits=(Edit("y", Location(1, 1), Location(1, 2)),)):
+        return Finding("TL108", "m", "t.py", Location(1, 1), Location(1, 2), fix=Fix("f", edits, applicability))
 
     assert "[*]" in line(with_fix(Applicability.SAFE), {})
     assert "[*]" not in line(with_fix(Applicability.UNSAFE), {})
     assert "[*]" in line(with_fix(Applicability.UNSAFE), {"unsafe_fixes": True})
+    assert "[*]" not in line(with_fix(Applicability.SAFE, edits=()), {})  # nothing for --fix to apply
+    for finding in (with_fix(Applicability.SAFE), with_fix(Applicability.UNSAFE), with_fix(Applicability.SAFE, ())):
+        for unsafe in (False, True):  # the marker and the fixer ask the same question
+            assert ("[*]" in line(finding, {"unsafe_fixes": unsafe})) == applicable(finding, unsafe)
 
 
 def test_editable_install_finders_give_their_source_directories(tmp_path, monkeypatch):

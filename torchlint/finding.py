@@ -99,11 +99,20 @@ class Finding:
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.start.row, self.start.column, self.code)
 
+    def fix_applies(self, unsafe: bool = False) -> bool:
+        """`--fix` (with `--unsafe-fixes` when `unsafe`) applies this finding's fix: what `[*]`
+        marks, in every output, and what the fixer takes (fixer.applicable). A diagnostic or a fix
+        without edits is never applied."""
+        fix = self.fix
+        if fix is None or self.is_diagnostic or not fix.edits:
+            return False
+        return fix.applicability is Applicability.SAFE or (unsafe and fix.applicability is Applicability.UNSAFE)
+
     @property
     def fixable(self) -> bool:
         """`--fix` applies the fix (as ruff's `[*]`): only safe fixes; an unsafe one needs
         `--unsafe-fixes` and is counted as a hidden fix."""
-        return self.fix is not None and self.fix.applicability is Applicability.SAFE
+        return self.fix_applies(False)
 
 
 @dataclass

@@ -29,7 +29,7 @@ import libcst as cst
 
 from torchlint import atomic, diagnostics, legacy_syntax
 from torchlint.engine import lint_text
-from torchlint.finding import Applicability, FileResult, Finding
+from torchlint.finding import FileResult, Finding
 from torchlint.positions import line_starts
 from torchlint.rules.base import Rule
 from torchlint.source import SourceError, decode_source, detect_newline
@@ -43,10 +43,7 @@ _NEWLINES = re.compile(r"\r\n|\r|\n")
 # --- applying edits to text ------------------------------------------------------------------
 
 def applicable(finding: Finding, unsafe: bool) -> bool:
-    fix = finding.fix
-    if fix is None or finding.is_diagnostic or not fix.edits:
-        return False
-    return fix.applicability == Applicability.SAFE or (unsafe and fix.applicability == Applicability.UNSAFE)
+    return finding.fix_applies(unsafe)  # the same test as the `[*]` marker
 
 
 def _offset(starts: List[int], text: str, row: int, column: int) -> Optional[int]:

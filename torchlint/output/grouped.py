@@ -29,6 +29,6 @@ def write_grouped(results: List[FileResult], stream: TextIO, options: dict) -> N
         stream.write("\n")
     findings = all_findings(results)
     if options.get("statistics"):
-        write_statistics(findings, stream)
+        write_statistics(findings, stream, options)
     for text in summary(findings, options):
         stream.write(text + "\n")

@@ -21,7 +21,7 @@ def location(finding: Finding) -> str:
 
 def applies(finding: Finding, options: dict) -> bool:
     """`[*]`: the fix `--fix` applies (a safe one; an unsafe one only with `--unsafe-fixes`)."""
-    return finding.fix is not None and (finding.fix.applicability.value == "safe" or bool(options.get("unsafe_fixes")))
+    return finding.fix_applies(bool(options.get("unsafe_fixes")))
 
 
 def line(finding: Finding, options: Optional[dict] = None) -> str:
@@ -67,10 +67,8 @@ def summary(findings: List[Finding], options: dict) -> List[str]:
         level, below = options.get("below_min_severity") or ("", 0)
         lines.append(f"No findings of severity {level} or above." if below else "All checks passed!")
     if lints:
-        fixable = sum(1 for f in lints if f.fix is not None and
-                      (f.fix.applicability.value == "safe" or options.get("unsafe_fixes")))
-        hidden = sum(1 for f in lints if f.fix is not None and f.fix.applicability.value == "unsafe"
-                     and not options.get("unsafe_fixes"))
+        fixable = sum(1 for f in lints if applies(f, options))
+        hidden = sum(1 for f in lints if not applies(f, options) and f.fix_applies(True))
         if fixable:
             lines.append(f"[*] {fixable} fixable with the --fix option.")
         if hidden:
@@ -85,9 +83,10 @@ def summary(findings: List[Finding], options: dict) -> List[str]:
     return lines
 
 
-def write_statistics(findings: List[Finding], stream: TextIO) -> None:
+def write_statistics(findings: List[Finding], stream: TextIO, options: Optional[dict] = None) -> None:
+    """Findings per rule; `[*]` where `--fix` (with the options given) applies one of them."""
     counts = Counter((f.code, f.rule_name) for f in findings)
-    fixable = Counter(f.code for f in findings if f.fixable)
+    fixable = Counter(f.code for f in findings if applies(f, options or {}))
     for (code, name), count in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
         marker = "[*]" if fixable[code] else "   "
         stream.write(f"{count:>5}\t{code}\t{marker} {name}\n")
@@ -98,7 +97,7 @@ def write_concise(results: List[FileResult], stream: TextIO, options: dict) -> N
     for finding in by_severity(findings):
         stream.write(line(finding, options) + "\n")
     if options.get("statistics"):
-        write_statistics(findings, stream)
+        write_statistics(findings, stream, options)
     for text in summary(findings, options):
         stream.write(text + "\n")
 
@@ -124,6 +123,6 @@ def write_full(results: List[FileResult], stream: TextIO, options: dict) -> None
             stream.write(f"  = help: {finding.fix.message} ({finding.fix.applicability.value} fix)\n")
         stream.write("\n")
     if options.get("statistics"):
-        write_statistics(findings, stream)
+        write_statistics(findings, stream, options)
     for text in summary(findings, options):
         stream.write(text + "\n")

@@ -376,8 +376,10 @@ class Run:
                             unfinished=_unfinished(session, outcome))
         classified = outcome.classified
         traceback_text = None
+        quoted: Tuple[str, ...] = ()
         if outcome.kind == launcher.FAILED and outcome.error is not None:
             traceback_text = session.frames.trimmed_traceback(outcome.error)
+            quoted = _error_quoted(outcome.error)
         exit_code = EXIT_FINDINGS if any(r.harmful for r in results) else EXIT_CLEAN
         if outcome.kind == launcher.FAILED and not classified:
             exit_code = EXIT_ERROR
@@ -404,7 +406,8 @@ class Run:
             growth=session.memory.describe_growth(growth) if growth else None, growth_explained_by=explained,
             traceback=traceback_text, exit_code=exit_code, internal_errors=session.internal_errors,
             notes=problems + session.notes, thresholds={"vanishing": args.vanishing, "exploding": args.exploding},
-            uses_cuda=_cuda_used(), environment=_environment(), saved_tensors_every=session.memory.every)
+            uses_cuda=_cuda_used(), environment=_environment(), saved_tensors_every=session.memory.every,
+            error_quoted=quoted)
         name = args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
         options = {"format": name, "root": root}
         if args.output_file:
@@ -423,6 +426,17 @@ class Run:
             WRITERS[name](report, sys.stdout, options)
             sys.stdout.flush()
         return exit_code
+
+
+def _error_quoted(error: BaseException) -> Tuple[str, ...]:
+    """How a finding's evidence quotes the error that ended the run (detectors/failures.py), the
+    longest first: `IndexError: <its first sentence>`, then the sentence alone."""
+    from torchlint.runtime.detectors.failures import _first_sentence
+
+    sentence = _first_sentence(error)
+    if len(sentence) < 12:  # too short to be told from the rest of the evidence
+        return ()
+    return (f"{type(error).__name__}: {sentence}", sentence)
 
 
 def _runtime_only(code: str) -> bool:

@@ -22,6 +22,10 @@ class Site:
     line: int
     function: str
     stack: Tuple[Tuple[str, int], ...] = ()
+    # 1-based column of the expression an exception was raised at, when it comes from a traceback
+    # (Python 3.11+ records each instruction's source position): of two `x.data[0]` in one
+    # statement, the one that raised.
+    column: Optional[int] = None
 
     @property
     def where(self) -> str:
@@ -63,7 +67,8 @@ class UserFrames:
             return None
         frame, line = user[-1]
         stack = tuple((f.f_code.co_filename, n) for f, n in reversed(user))
-        return Site(frame.f_code.co_filename, line, frame.f_code.co_name, stack)
+        innermost = [t for t in _walk(tb) if self.is_user_file(t.tb_frame.f_code.co_filename)][-1]
+        return Site(frame.f_code.co_filename, line, frame.f_code.co_name, stack, column=_raised_at(innermost, line))
 
     def trimmed_traceback(self, error: BaseException) -> str:
         """The traceback as Python prints it, keeping only frames in the user's files."""
@@ -82,6 +87,23 @@ class UserFrames:
             lines[0] = "Traceback (no frame in your files):"
         lines.extend(line.rstrip("\n") for line in traceback.format_exception_only(type(error), error))
         return "\n".join(lines)
+
+
+def _raised_at(tb: TracebackType, line: int) -> Optional[int]:
+    """The 1-based character column where the instruction `tb` stopped at starts on `line` (the
+    positions table of Python 3.11+; None before, or when the instruction spans other lines)."""
+    positions = getattr(tb.tb_frame.f_code, "co_positions", None)
+    if positions is None or tb.tb_lasti < 0:
+        return None
+    try:
+        start_line, _, start_column, _ = list(positions())[tb.tb_lasti // 2]
+    except (IndexError, ValueError):
+        return None
+    if start_line != line or start_column is None:
+        return None
+    text = linecache.getline(tb.tb_frame.f_code.co_filename, line)
+    # the table counts UTF-8 bytes; findings count characters
+    return len(text.encode("utf-8")[:start_column].decode("utf-8", errors="ignore")) + 1
 
 
 def _walk(tb: Optional[TracebackType]) -> List[TracebackType]:

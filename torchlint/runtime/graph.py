@@ -1,9 +1,15 @@
 """Autograd graph facts the detectors report: the node a tensor came from (through views),
-how many nodes a graph has and how many bytes of saved tensors it still holds."""
+how many nodes a graph has and how many bytes of saved tensors it still holds.
+
+Bytes "held by a graph" are those of the distinct storages it saved, parameters left out: the
+model holds its weights whatever becomes of the graph, so charging them to every graph that saved
+them (an evaluation call, a retained loss, a step's sample) would give one graph as many sizes as
+there are ways of counting it. TL106, TL003, TL006 and the memory samples all count this way.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, Optional, Tuple
 
 # Nodes that only reshape or copy their input: the value a loss sees through them is still the
 # softmax's / sigmoid's output.
@@ -55,9 +61,20 @@ def walk(roots: Iterable[Any], limit: int = MAX_NODES) -> Dict[int, Any]:
     return seen
 
 
-def saved_bytes(nodes: Dict[int, Any]) -> int:
+def is_parameter(tensor: Any) -> bool:
+    """A leaf tensor that requires grad (a parameter), or a view of one (`weight.t()`, which
+    `nn.Linear` saves)."""
+    try:
+        base = tensor._base if tensor._base is not None else tensor
+        return bool(base.requires_grad and base.is_leaf)
+    except Exception:  # noqa: BLE001 - not a tensor
+        return False
+
+
+def saved_bytes(nodes: Dict[int, Any], parameters: AbstractSet[Tuple[str, int]] = frozenset()) -> int:
     """Bytes of distinct storages the nodes still hold for backward (0 for values backward has
-    already freed)."""
+    already freed), without parameters: `parameters` are their storage keys (what a saved-tensor
+    hook hands back is a detached view, which no longer says it is one)."""
     storages: Dict[Tuple[str, int], int] = {}
     for node in nodes.values():
         for attr in dir(node):
@@ -69,7 +86,7 @@ def saved_bytes(nodes: Dict[int, Any]) -> int:
                 continue
             for tensor in value if isinstance(value, (tuple, list)) else (value,):
                 nbytes = storage_key_bytes(tensor)
-                if nbytes is not None:
+                if nbytes is not None and nbytes[0] not in parameters and not is_parameter(tensor):
                     storages[nbytes[0]] = nbytes[1]
     return sum(storages.values())
 
@@ -80,6 +97,16 @@ def storage_key_bytes(tensor: Any) -> Optional[Tuple[Tuple[str, int], int]]:
         return (str(tensor.device), storage.data_ptr() or id(storage)), storage.nbytes()
     except Exception:  # noqa: BLE001 - not a tensor, sparse, or a subclass without storage
         return None
+
+
+def storage_keys(tensors: Iterable[Any]) -> set:
+    """The storage keys of `tensors` (the parameters of the script's models and optimizers)."""
+    keys = set()
+    for tensor in tensors:
+        found = storage_key_bytes(tensor)
+        if found is not None:
+            keys.add(found[0])
+    return keys
 
 
 def tensor_in(value: Any) -> Optional[Any]:

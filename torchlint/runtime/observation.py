@@ -26,6 +26,7 @@ class Observation:
     count: int = 1
     step: Optional[int] = None  # the optimizer step it was first seen at (1-based), if any
     ended_run: bool = False  # the script stopped with this error
+    column: Optional[int] = None  # where on `line` the error that ended the run was raised (1-based)
 
     @property
     def key(self) -> Tuple[str, str, int]:
@@ -71,7 +72,8 @@ class Observations:
             return existing
         observation = Observation(code, path, line, message, evidence,
                                   related=tuple(dict.fromkeys(tuple(related) + tuple(stack))),
-                                  spans=tuple(spans), step=step, ended_run=ended_run)
+                                  spans=tuple(spans), step=step, ended_run=ended_run,
+                                  column=site.column if site is not None and (path, line) == (site.path, site.line) else None)
         self.items[key] = observation
         return observation
 

@@ -244,10 +244,13 @@ def function_node(path: str, first_line: int, name: str) -> Optional[ast.AST]:
 def container_update_lines(scope: ast.AST, name: str) -> List[int]:
     """Lines in `scope` that add to the container or running sum `name`: `name.append(...)`,
     `.extend`, `.insert`, `name += ...`, `name = name + ...`, `name[k] = ...`, and the same for
-    `self.<name>`-style attribute names given as "self.x"."""
+    `self.<name>`-style attribute names given as "self.x"; also through subscripts of it
+    (`name["loss"].append(...)`, `name[k] += ...`)."""
     owner, _, attr = name.rpartition(".")
 
     def is_name(node: ast.AST) -> bool:
+        while isinstance(node, ast.Subscript):  # `history["loss"].append(loss)`, `losses[k] += loss`
+            node = node.value
         if owner:
             return isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) \
                 and node.value.id == owner

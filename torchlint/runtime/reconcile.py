@@ -5,7 +5,10 @@ observation's line, in the same statement, on the observation's user call stack 
 related lines (the assignment that put a tensor on a module, the line that appended a loss), or
 — for structural codes whose static location is where the model was built rather than where it
 failed (TL005, TL006, TL101, TL102) — inside the class the observation is about, or in one of the
-observation's files when nothing closer matched. Otherwise it is RAN WITHOUT HARM when its
+observation's files when nothing closer matched. An observation confirms one finding per
+statement for each time it was seen, and the error that ended the run confirms the finding at the
+expression it was raised at (the traceback's source position) before any other of its statement:
+of `print(a.data[0], b.data[0])` the one that raised. Otherwise it is RAN WITHOUT HARM when its
 statement executed, NOT REACHED when it did not, and NO EVIDENCE when the run cannot tell (its
 file was loaded without the reach probes). Observations that confirm nothing are the run's own
 findings.
@@ -99,22 +102,38 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
     results: List[Result] = []
     used: Set[int] = set()
     pending: List[StaticFinding] = []
-    # One observation confirms one static finding per line for each time it was seen: a second
-    # `loss.data[0]` on a line whose first one raised never ran.
+    ordered = sorted(statics, key=lambda s: (s.path, s.line, s.finding.start.column))
+    # One observation confirms one static finding per statement for each time it was seen: a
+    # second `loss.data[0]` in a statement whose first one raised never ran. The error that ended
+    # the run knows the expression it was raised at: the finding there is the one it confirms.
     confirmed_on: Dict[Tuple[int, str, int], int] = {}
-    for static in sorted(statics, key=lambda s: (s.path, s.line, s.finding.start.column)):
-        match = None
-        for observation in observations:
-            if _close(static, observation) and \
-                    confirmed_on.get((id(observation), static.path, static.line), 0) < observation.count:
-                match = observation
-                break
-        if match is None:
-            pending.append(static)
-            continue
-        used.add(id(match))
-        key = (id(match), static.path, static.line)
+    matched: Dict[int, Observation] = {}
+
+    def claim(static: StaticFinding, observation: Observation) -> None:
+        key = (id(observation), static.path, statement_span(static.path, static.line)[0])
         confirmed_on[key] = confirmed_on.get(key, 0) + 1
+        matched[id(static)] = observation
+        used.add(id(observation))
+
+    def free(static: StaticFinding, observation: Observation) -> bool:
+        key = (id(observation), static.path, statement_span(static.path, static.line)[0])
+        return confirmed_on.get(key, 0) < observation.count
+
+    for static in ordered:
+        for observation in observations:
+            if observation.column is not None and static.code == observation.code and \
+                    (static.path, static.line, static.finding.start.column) == \
+                    (observation.path, observation.line, observation.column) and free(static, observation):
+                claim(static, observation)
+                break
+    for static in ordered:
+        match = matched.get(id(static))
+        if match is None:
+            match = next((o for o in observations if _close(static, o) and free(static, o)), None)
+            if match is None:
+                pending.append(static)
+                continue
+            claim(static, match)
         results.append(_confirmed(static, match))
     for static in pending:
         match = next((o for o in observations if id(o) not in used and _same_file(static, o)), None)

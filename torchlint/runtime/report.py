@@ -9,7 +9,7 @@ import linecache
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, TextIO
+from typing import Any, Dict, List, Optional, TextIO, Tuple
 
 from torchlint.runtime import signatures
 from torchlint.runtime.graph import mib
@@ -38,6 +38,9 @@ class RunReport:
     uses_cuda: bool = False
     environment: Dict[str, Any] = field(default_factory=dict)
     saved_tensors_every: int = 1  # the saved-tensor hooks were on in one step of this many
+    # the error that ended the run as the findings' evidence quotes it (`IndexError: invalid index
+    # of a 0-dim tensor...`): the text report, which shows the traceback, does not print it twice
+    error_quoted: Tuple[str, ...] = ()
 
 
 def _where(result: Result) -> str:
@@ -83,7 +86,7 @@ def write_text(report: RunReport, stream: TextIO, options: dict) -> None:
         if result.evidence:
             count = result.observation.count if result.observation is not None else 1
             repeat = f" (×{count})" if count > 1 else ""
-            write(f"{prefix}    evidence: {result.evidence}{repeat}\n")
+            write(f"{prefix}    evidence: {_evidence_text(report, result)}{repeat}\n")
         if full:
             text = linecache.getline(result.path, result.line).rstrip()
             if text:
@@ -101,6 +104,18 @@ def write_text(report: RunReport, stream: TextIO, options: dict) -> None:
     if unknown:
         parts.append(f"{unknown} with no evidence")
     write("; ".join(parts) + f". Exit status {report.exit_code}.\n")
+
+
+def _evidence_text(report: RunReport, result: Result) -> str:
+    """The evidence, with the error that ended the run (already shown in the traceback above)
+    referred to rather than printed again."""
+    evidence = result.evidence
+    if not (report.traceback and result.observation is not None and result.observation.ended_run):
+        return evidence
+    for quoted in report.error_quoted:
+        if quoted and quoted in evidence:
+            return evidence.replace(quoted, "the error in the traceback above", 1)
+    return evidence
 
 
 def _write_health(report: RunReport, write) -> None:

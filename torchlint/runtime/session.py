@@ -155,6 +155,7 @@ class Session:
         self._showwarning = None
 
         self.memory = Memory(options.saved_tensors_every)
+        self.memory.parameter_storages = self.parameter_storages
         self.gradients = Gradients(self)
         self.retention = Retention(self)
         self.module_state = ModuleState(self)
@@ -285,6 +286,19 @@ class Session:
                 if id(value) in wanted and id(value) not in found and not name.startswith("_"):
                     found[id(value)] = name
         return found
+
+    def parameter_storages(self) -> Set[Any]:
+        """The storage keys of the parameters of the models the script called and of its
+        optimizers: what no graph's byte count includes (graph.py)."""
+        from torchlint.runtime.graph import storage_keys
+
+        tensors: List[Any] = []
+        for root in list(self._roots.values()):
+            tensors.extend(root.parameters())
+        for optimizer in list(self._optimizers.values()):
+            for group in optimizer.param_groups:
+                tensors.extend(group["params"])
+        return storage_keys(tensors)
 
     def optimized_parameter_ids(self) -> Set[int]:
         found: Set[int] = set()

@@ -16,9 +16,9 @@ import re
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import AbstractSet, Any, Callable, Dict, List, Optional, Tuple
 
-from torchlint.runtime.graph import mib, storage_key_bytes
+from torchlint.runtime.graph import is_parameter, mib, storage_key_bytes
 
 _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
 
@@ -127,6 +127,8 @@ class Memory:
         self._pushed = False
         self._available = False
         self._step_watched_now = True
+        # the storage keys of the script's parameters (left out of every count, see graph.py)
+        self.parameter_storages: Callable[[], AbstractSet[Tuple[str, int]]] = frozenset
 
     # -- hooks ------------------------------------------------------------------------------------
     def pack(self, tensor: Any) -> Any:
@@ -159,9 +161,8 @@ class Memory:
         self._prune_at = max(2 * len(self._live), self.PRUNE_AT)
 
     def _measure(self, tensor: Any) -> None:
-
         found = storage_key_bytes(tensor)
-        if found is not None:
+        if found is not None and not is_parameter(tensor):  # the tensor itself here: views say whose
             self._measured[found[0]] = found[1]
 
     def measure_begin(self) -> None:
@@ -256,9 +257,11 @@ class Memory:
         storages: Dict[Tuple[str, int], int] = {}
         self._prune()
         packed = [item for item in (ref() for ref in self._live) if item is not None]
+        # (computed only when a graph is alive at the sample: after a backward none is, usually)
+        parameters = self.parameter_storages() if packed else frozenset()
         for item in packed:
             found = storage_key_bytes(item[0])
-            if found is not None:
+            if found is not None and found[0] not in parameters and not is_parameter(item[0]):
                 storages[found[0]] = found[1]
         return sum(storages.values()), len(packed)
 

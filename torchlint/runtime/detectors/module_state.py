@@ -121,7 +121,7 @@ class ModuleState:
             f"`self.{cached.attr}` keeps a tensor computed in forward together with its autograd graph "
             f"after the step; store `.detach()`ed values",
             f"{what}, still held after step {session.iteration}: {len(nodes):,} autograd nodes, "
-            f"{mib(saved_bytes(nodes))} of saved tensors alive with it",
+            f"{mib(saved_bytes(nodes, session.parameter_storages()))} of saved tensors alive with it",
             path=where[0], line=where[1], related=tuple(lines), spans=(span,) if span else (),
             step=session.iteration)
 

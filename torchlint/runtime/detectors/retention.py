@@ -13,7 +13,9 @@ tensors is tracked as a running sum of the iterations it spans. A finding is
 One loss kept from the previous step (`best = loss`, a value logged after the step) is not: it
 does not grow. The container holding the losses is named by looking through the user's frames
 (and, with --find-holders, the whole heap through gc.get_referrers); the line reported is the one
-in that frame's function that appends to the container or adds to the sum.
+in that frame's function (or file, or the methods of the object holding it: `trainer.history` is
+updated as `self.history`; also through subscripts, `history["loss"].append(loss)`) that appends to
+the container or adds to the sum, and the evidence names it.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ class _SiteStats:
     peak: int = 0
     used: int = 0
     unused_dead: int = 0
-    holder: Optional[Tuple[str, List[Tuple[str, int]], Tuple[Tuple[str, int], ...]]] = None
+    # (name, lines, stack, whether the lines are the ones that add to the container)
+    holder: Optional[Tuple[str, List[Tuple[str, int]], Tuple[Tuple[str, int], ...], bool]] = None
     evidence: str = ""
     reported: bool = False
 
@@ -175,10 +178,10 @@ class Retention:
         if holder is None:
             if created is None:
                 return
-            name, lines, stack = "an object torchlint could not name (--find-holders searches the heap)", \
-                [(created.path, created.line)], created.stack
+            name, lines, stack, keeps = "an object torchlint could not name (--find-holders searches the heap)", \
+                [(created.path, created.line)], created.stack, False
         else:
-            name, lines, stack = holder
+            name, lines, stack, keeps = holder
             name = name if " " in name else f"`{name}`"
         path, line = lines[0]
         if (path, line) in self._reported:
@@ -186,8 +189,8 @@ class Retention:
         self._reported.add((path, line))
         nodes = walk(t.grad_fn for _, t in retained)
         evidence = (f"{len(retained)} loss tensors of iterations {_span(steps)} still alive with their graphs in "
-                    f"{name} at step {session.iteration + 1}: {len(nodes):,} autograd nodes, "
-                    f"{mib(saved_bytes(nodes))} of saved tensors retained")
+                    f"{name}{_kept_by(lines, keeps)} at step {session.iteration + 1}: {len(nodes):,} autograd nodes, "
+                    f"{mib(saved_bytes(nodes, self.session.parameter_storages()))} of saved tensors retained")
         related = tuple(lines) + tuple(stack)
         if created is not None:
             evidence += (f" (backward() called on them at line {created.line})" if first.seen_at_backward
@@ -212,8 +215,9 @@ class Retention:
             "TL003", site,
             f"{shown} adds loss tensors across iterations into one ever-growing autograd graph; add "
             "`loss.item()` instead",
-            f"{shown} spans the losses of iterations {_span(steps)} at step {self.session.iteration + 1}: "
-            f"{len(nodes):,} autograd nodes reachable from it, {mib(saved_bytes(nodes))} of saved tensors",
+            f"{shown} (added to at line {site.line}) spans the losses of iterations {_span(steps)} at step "
+            f"{self.session.iteration + 1}: "
+            f"{len(nodes):,} autograd nodes reachable from it, {mib(saved_bytes(nodes, self.session.parameter_storages()))} of saved tensors",
             step=self.session.iteration + 1)
 
     def _snapshot_holder(self, key: Tuple[str, int], stats: _SiteStats) -> None:
@@ -222,16 +226,16 @@ class Retention:
         stats.holder = self._find_holder(ids)
         if stats.holder is None:
             stats.holder = ("an object torchlint could not name (--find-holders searches the heap)",
-                            [key], ())
+                            [key], (), False)
         tensors = [self._tracked[k].ref() for k in ids if k in self._tracked]
         nodes = walk(t.grad_fn for t in tensors if t is not None)
         stats.evidence = (f"{len(ids)} loss tensors created at line {key[1]} alive at once with their graphs: "
-                          f"{len(nodes):,} autograd nodes, {mib(saved_bytes(nodes))} of saved tensors")
+                          f"{len(nodes):,} autograd nodes, {mib(saved_bytes(nodes, self.session.parameter_storages()))} of saved tensors")
 
     def _report_unused(self, key: Tuple[str, int], stats: _SiteStats) -> None:
         stats.reported = True
         assert stats.holder is not None
-        name, lines, stack = stats.holder
+        name, lines, stack, keeps = stats.holder
         shown = name if " " in name else f"`{name}`"
         path, line = lines[0]
         if (path, line) in self._reported:
@@ -241,7 +245,8 @@ class Retention:
             "TL003", None,
             f"loss tensors kept in {shown} hold their autograd graphs and no backward ever uses them; "
             "store `loss.item()` instead (and evaluate under `torch.no_grad()`)",
-            f"{stats.evidence}; at most {stats.peak} alive, none used by a backward",
+            f"{stats.evidence}{_kept_by(lines, keeps, ' in ' + shown)}; at most {stats.peak} alive, none used by a "
+            "backward",
             path=path, line=line, related=tuple(lines) + tuple(stack) + (key,))
 
     # -- who holds them --------------------------------------------------------------------------------
@@ -260,13 +265,13 @@ class Retention:
             if found is not None:
                 code = frame.f_code
                 scope = project.function_node(code.co_filename, code.co_firstlineno, code.co_name)
-                lines = project.container_update_lines(scope, found) if scope is not None else []
+                lines = _update_lines(scope, found) if scope is not None else []
                 if not lines:  # updated in another function of the file (a logging helper)
                     tree = project.parse_file(code.co_filename)
-                    lines = project.container_update_lines(tree, found) if tree is not None else []
+                    lines = _update_lines(tree, found) if tree is not None else []
                 located = [(code.co_filename, n) for n in lines] or [(code.co_filename, frame.f_lineno)]
                 stack = tuple((f.f_code.co_filename, f.f_lineno) for f in frames)
-                return found, located, stack
+                return found, located, stack, bool(lines)
         del variables  # not to be found by the heap scan below
         namespace = session.main_namespace()
         if namespace is not None:
@@ -274,9 +279,9 @@ class Retention:
             path = namespace.get("__file__")
             if found is not None and path:
                 scope = project.parse_file(path)
-                lines = project.container_update_lines(scope, found) if scope is not None else []
+                lines = _update_lines(scope, found) if scope is not None else []
                 if lines:
-                    return found, [(path, n) for n in lines], ()
+                    return found, [(path, n) for n in lines], (), True
         if session.options.find_holders:
             return self._holder_from_heap(ids)
         return None
@@ -308,12 +313,12 @@ class Retention:
                 if isinstance(owner, dict):
                     for name, value in owner.items():
                         if value is container:
-                            return f"{kind} held under the key {name!r} of a dict", located, stack
+                            return f"{kind} held under the key {name!r} of a dict", located, stack, False
                 elif hasattr(owner, "__dict__") and not isinstance(owner, type):
                     for name, value in vars(owner).items():
                         if value is container:
-                            return f"{kind} in the attribute {name!r} of a {type(owner).__name__}", located, stack
-            return kind, located, stack
+                            return f"{kind} in the attribute {name!r} of a {type(owner).__name__}", located, stack, False
+            return kind, located, stack, False
         return None
 
     def _name_of(self, tensor: Any) -> Optional[str]:
@@ -360,6 +365,25 @@ def _holding_name(variables: Dict[str, Any], ids: Set[int]) -> Optional[str]:
             if _holds(item, ids):
                 return f"{name}.{attr}"
     return None
+
+
+def _update_lines(scope: Any, found: str) -> List[int]:
+    """The lines of `scope` that add to the container `found`; for `trainer.history`, held by an
+    object, also those of its methods (`self.history.append(...)`)."""
+    lines = project.container_update_lines(scope, found)
+    if not lines and "." in found and not found.startswith("self."):
+        lines = project.container_update_lines(scope, "self." + found.rsplit(".", 1)[1])
+    return lines
+
+
+def _kept_by(lines: List[Tuple[str, int]], keeps: bool, prefix: str = "") -> str:
+    """` (kept by line 12)`: the line that adds to the container (where the finding is reported),
+    when the holder's source shows one."""
+    if not keeps or not lines:
+        return ""
+    shown = sorted({line for _, line in lines})
+    numbers = ", ".join(str(n) for n in shown)
+    return f"{prefix} (kept by line{'s' if len(shown) > 1 else ''} {numbers})"
 
 
 def _span(steps: List[int]) -> str:
