@@ -1,4 +1,4 @@
-"""Rules TL110–TL116 (silent training bugs, issue 23): metadata and docs, the static side of the
+"""Rules TL110–TL117 (silent training bugs, issue 23): metadata and docs, the static side of the
 confirmation cases, severities decided per finding, fixes, and the facts in
 torchlint/analysis/silent.py."""
 
@@ -17,7 +17,7 @@ from torchlint.finding import Applicability, Severity
 from torchlint.fixer import fix_text
 from torchlint.rules import get_rule
 
-CODES = ["TL110", "TL111", "TL112", "TL113", "TL114", "TL115", "TL116"]
+CODES = ["TL110", "TL111", "TL112", "TL113", "TL114", "TL115", "TL116", "TL117"]
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
@@ -74,7 +74,7 @@ def test_tl111_train_without_eval_is_a_warning():
 
 @pytest.mark.parametrize("code, path", [("TL112", "TL112/in_forward.py"), ("TL113", "TL113/ranks.py"),
                                         ("TL114", "TL114/sigmoid_ce.py"),
-                                        ("TL116", "TL116/numpy_grad.py")])
+                                        ("TL116", "TL116/numpy_grad.py"), ("TL117", "TL117/gan_step.py")])
 def test_errors(code, path):
     assert set(severities(path, code).values()) == {Severity.ERROR}
 
