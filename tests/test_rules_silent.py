@@ -205,3 +205,14 @@ def test_run_signatures(kind, message, family):
 def test_tl113_suggests_the_batchnorm_of_the_rank(layers, advice):
     (finding,) = lint(f"import torch.nn as nn\nnet = nn.Sequential({layers})\n", "TL113")
     assert finding.message.endswith(f"use `{advice}`"), finding.message
+
+
+def test_tl117_is_a_run_code():
+    from torchlint.runtime import signatures
+
+    assert "TL117" in signatures.CODES
+    # the backward error itself is the saved-modified family: the run tells TL117 from TL001 by
+    # whether the tensor is a parameter an optimizer stepped (fixtures/run/tl117_bad.py)
+    message = ("one of the variables needed for gradient computation has been modified by an inplace operation: "
+               "[torch.FloatTensor [16, 1]], which is output 0 of T, is at version 2; expected version 1 instead.")
+    assert signatures.exception_family("RuntimeError", message) == signatures.SAVED_MODIFIED
