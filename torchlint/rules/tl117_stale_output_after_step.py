@@ -7,7 +7,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import training
+from torchlint.analysis import silent, training
 from torchlint.analysis.calls import is_true, keyword, method_call
 from torchlint.analysis.value import MODULE, identity
 from torchlint.finding import Severity
@@ -49,8 +49,10 @@ then backpropagates the generator loss through the same output.
 The loss is followed through assignments in the same function (`loss_g = crit(out, ones)`,
 `loss = loss_g + l1`), never through `.detach()`, `.data`, `.item()` or `float(...)`. The module
 must be known to be a module and the optimizer known to hold its parameters (built over
-`D.parameters()`); the step must run whenever the backward pass does (not under an `if` the
-backward is outside of). Silent when the module's output is computed again after the step,
+`D.parameters()`), and the backward certainly needs its weights as the forward saved them: the
+module's input has a graph (`D(G(z))`: a layer saves its weight to compute its input's
+gradient), or the module is a Sequential with two or more layers holding parameters. The step
+must run whenever the backward pass does (not under an `if` the backward is outside of). Silent when the module's output is computed again after the step,
 when only `out.detach()` reaches the loss, when the step comes after the backward pass (the G
 step first), when the optimizer is built over other modules' parameters (`G.parameters()`), and
 when the callable or the optimizer's parameters are not known.
@@ -63,7 +65,8 @@ after `opt_d.step()` raises `RuntimeError: one of the variables needed for gradi
 has been modified by an inplace operation: [torch.FloatTensor [8, 1]], which is output 0 of
 AsStrided, is at version 2; expected version 1 instead` at the first batch (before PyTorch 1.5
 the optimizers' updates went unchecked and the generator silently got gradients computed with
-D's old weights). Without `retain_graph=True` on the discriminator's backward the same line
+D's old weights). A lone `nn.Linear` applied to a batch without grad saves no weight, and the
+backward after its step runs. Without `retain_graph=True` on the discriminator's backward the same line
 raises `Trying to backward through the graph a second time` instead.
 
 ## Example
@@ -193,7 +196,7 @@ def _forwards(sem, target: cst.BaseExpression, scope) -> List[Tuple[cst.Call, in
             if sem.values.of(current).has_no_graph:
                 continue  # made under no_grad, an integer result, ...
             module = _module_identity(sem, current)
-            if module is not None:
+            if module is not None and _needs_its_weights(sem, current):
                 found.append((current, module))
             if method_call(current):
                 pending.append(current.func.value)
@@ -226,7 +229,28 @@ def _forwards(sem, target: cst.BaseExpression, scope) -> List[Tuple[cst.Call, in
 
 
 def _input_has_graph(sem, call: cst.Call) -> bool:
-    return any(arg.keyword is None and sem.values.of(arg.value).requires_grad for arg in call.args)
+    return any(sem.values.of(arg.value).requires_grad for arg in call.args)
+
+
+def _needs_its_weights(sem, call: cst.Call) -> bool:
+    """A backward through `call`'s output certainly reads the module's weights as the forward
+    saved them: its input requires grad (a layer saves its weight to compute the input's
+    gradient), or it is a Sequential with two or more layers holding parameters (the gradient
+    of the first one's weights passes through the later ones'). Measured on torch 2.13: a lone
+    `nn.Linear` on a batch without grad saves no weight, and backward after its step succeeds."""
+    if _input_has_graph(sem, call):
+        return True
+    return _parametric_layers(sem, sem.values.of(call.func), 0) >= 2
+
+
+def _parametric_layers(sem, value, depth: int) -> int:
+    info = value.module
+    if info is None or depth > 4:
+        return 0
+    if info.parts:
+        return sum(_parametric_layers(sem, part, depth + 1) for part in info.parts)
+    site = value.site
+    return 1 if isinstance(site, cst.Call) and silent.parametric_module(sem, site) is not None else 0
 
 
 def _steps(sem, scope) -> List[Tuple[cst.Call, cst.BaseExpression, frozenset]]:
