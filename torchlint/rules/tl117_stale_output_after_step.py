@@ -132,19 +132,21 @@ changes what D's update sees; the choice is the author's.
                     continue
                 if not _runs_between(sem, step, forward, node):
                     continue
+                # A notebook is linted as its joined cells: a row of that text is no cell's row.
+                where = (lambda n: "") if ctx.path.endswith(".ipynb") else (lambda n: f" (line {_line(sem, n)})")
                 freed = _freeing_backward(sem, scope, forward, begin, here)
                 if freed is not None:
-                    error = (f"`Trying to backward through the graph a second time` (`{ctx.short(freed, 30)}` "
-                             f"at line {_line(sem, freed)} freed it)")
+                    error = (f"`Trying to backward through the graph a second time` (`{ctx.short(freed, 30)}`"
+                             f"{where(freed)} freed it)")
                 else:
                     error = "`RuntimeError: ... modified by an inplace operation`"
                 module_text = ctx.short(forward.func, 20)
                 ctx.report(
                     node,
-                    f"`{ctx.short(node, 40)}` backpropagates through `{ctx.short(forward, 30)}` (line "
-                    f"{_line(sem, forward)}), computed before `{ctx.short(step, 30)}` (line {_line(sem, step)}) "
-                    f"changed `{module_text}`'s weights in place: it raises {error}; compute "
-                    f"`{ctx.short(forward, 30)}` again after the step, or run this backward and its step first",
+                    f"`{ctx.short(node, 40)}` backpropagates through `{ctx.short(forward, 30)}`{where(forward)}, "
+                    f"computed before `{ctx.short(step, 30)}`{where(step)} changed `{module_text}`'s weights in "
+                    f"place: it raises {error}; compute `{ctx.short(forward, 30)}` again after the step, or run "
+                    "this backward and its step first",
                     severity=Severity.ERROR)
                 return
 
