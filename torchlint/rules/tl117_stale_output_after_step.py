@@ -117,14 +117,15 @@ changes what D's update sees; the choice is the author's.
         if target is None:
             return
         scope = sem.function_of(node)
+        order = sem.index.order
+        here = order[node]
+        # the steps first: most backward passes have none of a known optimizer before them
+        steps = [item for item in _steps(sem, scope) if order[item[0]] < here]
+        if not steps:
+            return
         forwards = _forwards(sem, target, scope)
         if not forwards:
             return
-        steps = _steps(sem, scope)
-        if not steps:
-            return
-        order = sem.index.order
-        here = order[node]
         for forward, module in forwards:
             begin = order[forward]
             for step, optimizer, owners in steps:
