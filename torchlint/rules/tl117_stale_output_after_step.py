@@ -52,10 +52,12 @@ must be known to be a module and the optimizer known to hold its parameters (bui
 `D.parameters()`), and the backward certainly needs its weights as the forward saved them: the
 module's input has a graph (`D(G(z))`: a layer saves its weight to compute its input's
 gradient), or the module is a Sequential with two or more layers holding parameters. The step
-must run whenever the backward pass does (not under an `if` the backward is outside of). Silent when the module's output is computed again after the step,
-when only `out.detach()` reaches the loss, when the step comes after the backward pass (the G
-step first), when the optimizer is built over other modules' parameters (`G.parameters()`), and
-when the callable or the optimizer's parameters are not known.
+must run whenever the backward pass does (not under an `if` the backward is outside of).
+
+Silent when the module's output is computed again after the step, when only `out.detach()`
+reaches the loss, when the step comes after the backward pass (the G step first), when the
+optimizer is built over other modules' parameters (`G.parameters()`), and when the callable or
+the optimizer's parameters are not known.
 
 ## Why is this bad?
 `optimizer.step()` updates the parameters in place, which bumps their version counters. The
@@ -128,7 +130,7 @@ changes what D's update sees; the choice is the author's.
             return
         for forward, module in forwards:
             begin = order[forward]
-            for step, optimizer, owners in steps:
+            for step, _, owners in steps:
                 if not begin < order[step] < here or module not in owners:
                     continue
                 if not _runs_between(sem, step, forward, node):

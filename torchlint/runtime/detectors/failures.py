@@ -12,7 +12,8 @@ kept the modules the exception went through. From those:
 - dtype error with a float16/bfloat16 operand against float32 weights -> TL009;
 - CUDA unavailable -> TL008; in-place errors -> TL001 (a backward error is traced back to the
   in-place op that caused it), or TL117 when the modified tensor is a parameter an optimizer
-  stepped (a graph built before the step, backpropagated after it); backward on a tensor computed under no_grad -> TL104;
+  stepped (a graph built before the step, backpropagated after it); backward on a tensor
+  computed under no_grad -> TL104;
   "backward through the graph a second time" while a module holds a cached activation -> TL006;
   the legacy-API errors -> TL201, TL203, TL205; a SyntaxError at `async=` -> TL204;
   a BatchNorm's rank error -> TL113; `.numpy()` on a tensor that requires grad -> TL116.

@@ -60,7 +60,7 @@ assert all(not torch.equal(a, b) for a, b in zip(before, G.parameters()))  # G t
 """,
         bad_line=22,
         probe="raises",
-        expect={"exc": "RuntimeError",
-                "match": "one of the variables needed for gradient computation has been modified by an inplace operation"},
+        expect={"exc": "RuntimeError", "match": "one of the variables needed for gradient computation has been "
+                                                "modified by an inplace operation"},
     ),
 ]
