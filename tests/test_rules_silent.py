@@ -1,4 +1,4 @@
-"""Rules TL110–TL116 (silent training bugs, issue 23): metadata and docs, the static side of the
+"""Rules TL110–TL117 (silent training bugs, issue 23): metadata and docs, the static side of the
 confirmation cases, severities decided per finding, fixes, and the facts in
 torchlint/analysis/silent.py."""
 
@@ -17,7 +17,7 @@ from torchlint.finding import Applicability, Severity
 from torchlint.fixer import fix_text
 from torchlint.rules import get_rule
 
-CODES = ["TL110", "TL111", "TL112", "TL113", "TL114", "TL115", "TL116"]
+CODES = ["TL110", "TL111", "TL112", "TL113", "TL114", "TL115", "TL116", "TL117"]
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
@@ -74,7 +74,7 @@ def test_tl111_train_without_eval_is_a_warning():
 
 @pytest.mark.parametrize("code, path", [("TL112", "TL112/in_forward.py"), ("TL113", "TL113/ranks.py"),
                                         ("TL114", "TL114/sigmoid_ce.py"),
-                                        ("TL116", "TL116/numpy_grad.py")])
+                                        ("TL116", "TL116/numpy_grad.py"), ("TL117", "TL117/gan_step.py")])
 def test_errors(code, path):
     assert set(severities(path, code).values()) == {Severity.ERROR}
 
@@ -215,3 +215,48 @@ def test_run_signatures(kind, message, family):
 def test_tl113_suggests_the_batchnorm_of_the_rank(layers, advice):
     (finding,) = lint(f"import torch.nn as nn\nnet = nn.Sequential({layers})\n", "TL113")
     assert finding.message.endswith(f"use `{advice}`"), finding.message
+
+
+def test_tl117_is_a_run_code():
+    from torchlint.runtime import signatures
+
+    assert "TL117" in signatures.CODES
+    # the backward error itself is the saved-modified family: the run tells TL117 from TL001 by
+    # whether the tensor is a parameter an optimizer stepped (fixtures/run/tl117_bad.py)
+    message = ("one of the variables needed for gradient computation has been modified by an inplace operation: "
+               "[torch.FloatTensor [16, 1]], which is output 0 of T, is at version 2; expected version 1 instead.")
+    assert signatures.exception_family("RuntimeError", message) == signatures.SAVED_MODIFIED
+
+
+def test_tl117_message_names_the_forward_the_step_and_the_error():
+    source = (FIXTURES / "TL117/gan_step.py").read_text(encoding="utf-8")
+    found = {f.start.row: f.message for f in lint_source(source, "gan.py", select=["TL117"])}
+    reused = found[26]
+    assert "`D(fake)` (line 19)" in reused and "`opt_d.step()` (line 23)" in reused
+    assert "modified by an inplace operation" in reused
+    freed = found[50]  # the discriminator's backward ran without retain_graph
+    assert "Trying to backward through the graph a second time" in freed and "(line 46) freed it" in freed
+    first = found[61]  # the generator's step came first: G's weights changed
+    assert "`G(z)`" in first and "`opt_g.step()`" in first
+
+
+def test_tl117_names_no_row_of_the_joined_cells_in_a_notebook():
+    source = (FIXTURES / "TL117/gan_step.py").read_text(encoding="utf-8")
+    findings = lint(source, "TL117", "gan.ipynb")
+    assert findings and all("(line " not in f.message for f in findings)
+
+
+def test_tl117_retain_variables_keeps_the_graph():
+    source = """\
+    import torch
+    import torch.nn as nn
+    G = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8))
+    D = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt_d = torch.optim.Adam(D.parameters())
+    out = D(G(torch.randn(2, 4)))
+    out.mean().backward(retain_variables=True)
+    opt_d.step()
+    out.sum().backward()
+    """
+    (finding,) = lint(source, "TL117")
+    assert finding.start.row == 9 and "modified by an inplace operation" in finding.message

@@ -146,6 +146,9 @@ class Session:
         self._root_order: List[int] = []
         self._param_names: Dict[int, str] = {}
         self._optimizers: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
+        # id(parameter) -> its version counter just before the last optimizer step that updated it
+        # (TL117: a backward error names a tensor at a version only a step can have given it)
+        self.versions_before_step: Dict[int, int] = {}
         self._main_namespace: Optional[dict] = None
         self._handles: List[Any] = []
         self._mode: Optional[_Mode] = None
@@ -467,6 +470,11 @@ class Session:
             if self._primary is None:
                 self._primary = id(optimizer)
             closure = _has_closure(args, kwargs)
+            if not closure:
+                versions = self.versions_before_step
+                for group in optimizer.param_groups:
+                    for param in group["params"]:
+                        versions[id(param)] = param._version
             with _QUIET():
                 self.gradients.before_step(optimizer, closure)
                 if id(optimizer) == self._primary:

@@ -84,6 +84,9 @@ CODES: Dict[str, Code] = {
                   "the loss input's grad_fn is SigmoidBackward0 (through views)"),
     "TL116": Code(".numpy() on a tensor that requires grad",
                   "RuntimeError \"Can't call numpy() on Tensor that requires grad\""),
+    "TL117": Code("backward through a module output computed before an optimizer step",
+                  "the backward error 'modified by an inplace operation' whose tensor (shape and "
+                  "version) is a parameter an optimizer stepped since the forward"),
     "TL201": Code("indexing a 0-dim tensor (loss.data[0])",
                   "IndexError 'invalid index of a 0-dim tensor'"),
     "TL202": Code("Variable(..., volatile=True) has no effect",

@@ -11,7 +11,9 @@ kept the modules the exception went through. From those:
   (the batch or target on another device than the model);
 - dtype error with a float16/bfloat16 operand against float32 weights -> TL009;
 - CUDA unavailable -> TL008; in-place errors -> TL001 (a backward error is traced back to the
-  in-place op that caused it); backward on a tensor computed under no_grad -> TL104;
+  in-place op that caused it), or TL117 when the modified tensor is a parameter an optimizer
+  stepped (a graph built before the step, backpropagated after it); backward on a tensor
+  computed under no_grad -> TL104;
   "backward through the graph a second time" while a module holds a cached activation -> TL006;
   the legacy-API errors -> TL201, TL203, TL205; a SyntaxError at `async=` -> TL204;
   a BatchNorm's rank error -> TL113; `.numpy()` on a tensor that requires grad -> TL116.
@@ -277,6 +279,10 @@ class Failures:
     def _saved_modified(self, error, family, op, modules, site) -> bool:
         inplace = self.session.inplace
         explained = inplace.explain_modified(str(error))
+        if explained is None:
+            stepped = self._stepped_parameter(str(error))
+            if stepped is not None:
+                return self._stale_after_step(error, site, *stepped)
         if explained is None or explained[0].site is None:
             return self._observe(
                 "TL001", site, "a tensor autograd saved for backward was modified in place before backward; "
@@ -291,6 +297,42 @@ class Failures:
             f"backward at line {site.line} needed {what} (shape {list(write.shape)}) at version "
             f"{info['expected']}; `{write.op}` here moved it to version {info['now']}",
             related=site.stack)
+
+    def _stepped_parameter(self, message: str) -> Optional[Tuple[Any, Any, Dict[str, str]]]:
+        """(parameter, optimizer, the error's facts) when the tensor the backward error names is
+        a parameter an optimizer stepped after the forward saved it: its shape (or, for a Linear
+        weight saved transposed, the reverse), its version now is the one the error reports, and
+        the last step that updated it started from a version at or above the saved one and below
+        the current one. The optimizers' updates are not recorded as in-place writes (the mode is
+        off during a step), so `explain_modified` finds none for them."""
+        from torchlint.runtime.detectors.inplace import _MODIFIED
+
+        match = _MODIFIED.search(message)
+        if match is None:
+            return None
+        info = match.groupdict()
+        shape = tuple(int(s) for s in info["shape"].replace(" ", "").split(",") if s)
+        now, expected = int(info["now"]), int(info["expected"])
+        before = self.session.versions_before_step
+        for optimizer in list(self.session._optimizers.values()):
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    stepped_from = before.get(id(param))
+                    if stepped_from is None or not expected <= stepped_from < now or param._version != now:
+                        continue
+                    if tuple(param.shape) in (shape, shape[::-1]):
+                        return param, optimizer, info
+        return None
+
+    def _stale_after_step(self, error, site, param, optimizer, info) -> bool:
+        name = self.session.param_name(param)
+        return self._observe(
+            "TL117", site,
+            "backward runs through a graph built before an optimizer step changed the weights it saved; "
+            "compute the module's output again after the step (or run this backward and its step first)",
+            f"`{name}` (shape {list(param.shape)}) was saved by the forward at version {info['expected']}; "
+            f"`{type(optimizer).__name__}.step()` updated it in place to version {info['now']} before this "
+            f"backward: {_first_sentence(error)}")
 
     def _leaf_inplace(self, error, family, op, modules, site) -> bool:
         shown = f" on {describe(op.operands[0][1])}" if op is not None and op.operands else ""
