@@ -124,7 +124,7 @@ def lint_text(
     reports = run_rules(semantic, path, rules, result, recovery)
     if semantic.project is not None and semantic.project.read:
         result.dependencies.update(semantic.project.read)
-    findings = to_findings(module, linted, path, reports, suppressions)
+    findings = to_findings(module, linted, path, reports, suppressions, semantic.index)
     if recovery is not None:
         findings = [recovery.finding_in_file(finding) for finding in findings]
     result.findings.extend(findings)
@@ -193,6 +193,7 @@ def to_findings(
     path: str,
     reports: Sequence[Report],
     suppressions: Optional[Suppressions],
+    index=None,
 ) -> List[Finding]:
     if not reports:
         return []
@@ -202,7 +203,7 @@ def to_findings(
         if report.fix is not None:
             for edit in report.fix.edits:
                 targets.extend(_edited_nodes(edit))
-    ranges = node_ranges(module, targets)
+    ranges = node_ranges(module, targets, index)
     lines = text.splitlines(keepends=True)
     findings: List[Finding] = []
     seen = set()

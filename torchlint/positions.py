@@ -118,8 +118,11 @@ class _TargetedCodegenState(CodegenState):
                 raise _AllFound
 
 
-def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> Dict[cst.CSTNode, Tuple[Point, Point]]:
-    """The syntactic (start, end) of each node in `nodes`, as PositionProvider would give them."""
+def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode], index=None) -> Dict[cst.CSTNode, Tuple[Point, Point]]:
+    """The syntactic (start, end) of each node in `nodes`, as PositionProvider would give them.
+
+    With the module's `index` (parent links), the top-level statements that hold no requested
+    node are generated without the bookkeeping, as plain text whose lines are counted."""
     targets = set(nodes)
     if not targets:
         return {}
@@ -129,11 +132,39 @@ def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> Dict[cst.CS
         targets=targets,
         target_ids={id(node) for node in targets},
     )
+    holding = _statements_holding(module, targets, index) if index is not None else None
     try:
-        module._codegen(state)
+        if holding is None:
+            module._codegen(state)
+        else:
+            for line in module.header:
+                line._codegen(state)
+            for statement in module.body:
+                if id(statement) in holding:
+                    statement._codegen(state)
+                else:
+                    plain = PlainCodegenState(default_indent=module.default_indent,
+                                              default_newline=module.default_newline)
+                    statement._codegen(plain)
+                    state.tokens.append("".join(plain.tokens))  # `here()` counts its lines
     except _AllFound:
         pass
     return state.ranges
+
+
+def _statements_holding(module: cst.Module, targets: Set[cst.CSTNode], index) -> Optional[Set[int]]:
+    """The ids of the top-level statements under which the targets lie, or None when one does
+    not lie under a statement of `module` (the module itself, a node of another tree)."""
+    parent = index.parent.get
+    holding: Set[int] = set()
+    for node in targets:
+        above = parent(node)
+        while above is not None and above is not module:
+            node, above = above, parent(above)
+        if above is not module:
+            return None
+        holding.add(id(node))
+    return holding
 
 
 def line_starts(text: str) -> List[int]:

@@ -390,7 +390,7 @@ def _position(sem, node: cst.CSTNode) -> Tuple[int, int]:
     from torchlint.positions import node_ranges
 
     try:
-        found = node_ranges(sem.module, [node]).get(node)
+        found = node_ranges(sem.module, [node], sem.index).get(node)
     except Exception:
         found = None
     if found is None:

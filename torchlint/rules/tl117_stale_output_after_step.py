@@ -156,7 +156,7 @@ changes what D's update sees; the choice is the author's.
 
 def _line(sem, node: cst.CSTNode) -> int:
     """The line `node` starts on (asked only for the nodes a finding names)."""
-    span = node_ranges(sem.module, [node]).get(node)
+    span = node_ranges(sem.module, [node], sem.index).get(node)
     return span[0][0] if span is not None else 0
 
 
