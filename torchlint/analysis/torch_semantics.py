@@ -467,6 +467,8 @@ class TorchSemantics:
                 layout = info.output.layout if info.output.layout.state != LAYOUT_NOT_KNOWN.state else LAYOUT_MAYBE
             else:
                 layout = LAYOUT_NOT_KNOWN
+            if info.output.autograd == AG_NONE:
+                autograd = AG_NONE  # its forward runs under no_grad there (a frozen feature extractor)
         activation = (info.activation, call) if info is not None and info.activation else None
         out = Value(TENSOR, autograd, layout, device=module.device or _common_device(inputs), activation=activation)
         if member in api.RECURRENT:
