@@ -105,6 +105,9 @@ def test_messages_name_the_other_file(capsys) -> None:
     assert "`Net` (model.py:4)" in found[0]["message"]
     helper = _cli([CASES_DIR / "permuted_helper" / "train.py"], capsys)
     assert "utils.py:5" in helper[0]["message"]
+    moved = _cli([CASES_DIR / "device_from_config" / "train.py"], capsys)
+    assert [f["code"] for f in moved] == ["TL007", "TL007"]
+    assert all("moved by `model = nn.Linear(4, 2).to(device)` (`device`, config.py:3):" in f["message"] for f in moved)
 
 
 def test_sarif_carries_the_other_file_as_a_related_location(capsys) -> None:
@@ -113,6 +116,48 @@ def test_sarif_carries_the_other_file_as_a_related_location(capsys) -> None:
     (related,) = result["relatedLocations"]
     assert related["physicalLocation"]["artifactLocation"]["uri"].endswith("dropout_in_sibling/model.py")
     assert related["physicalLocation"]["region"]["startLine"] == 4
+
+
+SCHEMA = Path(__file__).resolve().parent / "sarif-schema-2.1.0.json"
+_ORIGIN = re.compile(r"\b((?:[\w.-]+/)*[\w.-]+\.py):(\d+)\b")
+
+
+def test_sarif_related_locations_of_every_case_validate_and_match_the_messages() -> None:
+    """Every case at once: the log validates against the official SARIF 2.1.0 schema, every
+    `other.py:N` a message names is a related location (that file, that line), and every related
+    location points at a line of a file that exists (in circular/, b.py's own `Head`, reached
+    through a.py's `Body`)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    log = _run(["--no-cache", str(CASES_DIR)], "sarif")
+    cls = jsonschema.validators.validator_for(schema)
+    errors = sorted(cls(schema).iter_errors(log), key=lambda e: list(e.path))
+    assert not errors, "\n".join(f"{list(e.path)}: {e.message}" for e in errors[:10])
+    results = log["runs"][0]["results"]
+    crossing = [r for r in results if r.get("relatedLocations")]
+    assert len(crossing) >= 15, len(crossing)
+    base = Path.cwd()
+    for result in results:
+        here = result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        related = {(loc["physicalLocation"]["artifactLocation"]["uri"], loc["physicalLocation"]["region"]["startLine"])
+                   for loc in result.get("relatedLocations", [])}
+        for uri, line in related:
+            target = base / uri
+            assert target.is_file() and line <= len(target.read_text(encoding="utf-8").splitlines()), (uri, line)
+        for name, line in _ORIGIN.findall(result["message"]["text"]):
+            assert any(uri.endswith("/" + name) and row == int(line) for uri, row in related), \
+                (here, result["message"]["text"], related)
+
+
+def test_sarif_related_locations_of_a_factory_in_a_re_exporting_package() -> None:
+    log = _run(["--no-cache", str(CASES_DIR / "reexport_package" / "evaluate.py")], "sarif")
+    first = min(log["runs"][0]["results"], key=lambda r: r["locations"][0]["physicalLocation"]["region"]["startLine"])
+    assert first["ruleId"] == "TL107"
+    assert "(built by `build()`, pkg/factory.py:4)" in first["message"]["text"]
+    assert [(loc["message"]["text"], loc["physicalLocation"]["artifactLocation"]["uri"].rsplit("/", 3)[-3:],
+             loc["physicalLocation"]["region"]["startLine"]) for loc in first["relatedLocations"]] == [
+        ("pkg/factory.py:4", ["reexport_package", "pkg", "factory.py"], 4),
+        ("pkg/net.py:4", ["reexport_package", "pkg", "net.py"], 4)]
 
 
 def test_editing_the_sibling_relints_the_importer(tmp_path: Path, capsys) -> None:
@@ -131,6 +176,38 @@ def test_editing_the_sibling_relints_the_importer(tmp_path: Path, capsys) -> Non
     assert lint() == []  # model.py changed: predict.py is linted again
     model.write_text(model.read_text().replace("self.drop = nn.Identity()", "self.drop = nn.Dropout(0.5)"))
     assert lint() == ["TL107"]
+
+
+def test_editing_the_sibling_relints_its_importers_and_nothing_else(tmp_path: Path, monkeypatch) -> None:
+    """The files a warm run lints again (a cache miss stores a result): after `model.py` changes,
+    `model.py` and `predict.py`, which imports it; `other.py`, which imports nothing of the
+    project, is served from the cache."""
+    from torchlint.cache import Cache
+
+    case = tmp_path / "case"
+    shutil.copytree(CASES_DIR / "dropout_in_sibling", case)
+    (case / "other.py").write_text("import torch\n\nx = torch.zeros(3)\nprint(x.sum())\n")
+    linted = []
+    put = Cache.put
+
+    def recording(self, key, result):
+        linted.append(Path(result.path).name)
+        return put(self, key, result)
+
+    monkeypatch.setattr(Cache, "put", recording)
+    args = ["--cache-dir", str(tmp_path / "cache"), str(case)]
+
+    def lint():
+        linted.clear()
+        codes = [f["code"] for f in _run(args) if f["code"] == "TL107"]
+        return codes, sorted(linted)
+
+    assert lint() == (["TL107"], ["model.py", "other.py", "predict.py"])
+    assert lint() == (["TL107"], [])  # all from the cache
+    model = case / "model.py"
+    model.write_text(model.read_text().replace("self.drop = nn.Dropout(0.5)", "self.drop = nn.Identity()"))
+    assert lint() == ([], ["model.py", "predict.py"])
+    assert lint() == ([], [])
 
 
 def test_switched_off_the_project_is_not_read(monkeypatch, capsys) -> None:
