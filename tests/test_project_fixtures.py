@@ -274,3 +274,82 @@ def test_prefilter_sound_across_files(case: Path, monkeypatch) -> None:
         off = key(_cli([path]))
         monkeypatch.setattr(engine, "PREFILTER_ENABLED", True)
         assert on == off, path
+
+
+RUNNABLE_MODEL = '''import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+        self.drop = nn.Dropout(0.5)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.drop(self.fc(x)))
+
+
+class PlainNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+    def forward(self, x):
+        return self.body(x)
+'''
+RUNNABLE_PREDICT = '''import torch
+
+from model import Net, PlainNet
+
+torch.manual_seed(0)
+net, plain = Net(), PlainNet()
+with torch.no_grad():
+    for step in range(3):
+        batch = torch.randn(2, 4)
+        print(net(batch).argmax(1))
+        print(plain(batch).argmax(1))
+'''
+
+
+@pytest.mark.slow  # a torch script under `torchlint run`, end to end (CI and --runslow run it)
+@pytest.mark.skipif(__import__("importlib").util.find_spec("torch") is None, reason="torch is not installed")
+def test_torchlint_run_reports_the_same_cross_file_finding(tmp_path: Path) -> None:
+    """The fourth way: `torchlint run predict.py` executes a small runnable project and reports
+    the static finding `torchlint predict.py` gives (same place, the same proof through model.py),
+    in its JSON report and as a SARIF related location; the plain model stays silent."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "model.py").write_text(RUNNABLE_MODEL)
+    (tmp_path / "predict.py").write_text(RUNNABLE_PREDICT)
+    static = [(f["code"], f["location"]["row"], f["location"]["column"], f["message"])
+              for f in _cli([tmp_path / "predict.py"])]
+    assert [s[:3] for s in static] == [("TL107", 10, 15)] and "`Net` (model.py:4)" in static[0][3]
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+
+    def run(output_format):
+        result = subprocess.run([sys.executable, "-m", "torchlint", "run", "--output-format", output_format,
+                                 "predict.py"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+        assert result.returncode == 1, result.stderr[-2000:]
+        return json.loads(result.stdout)
+
+    report = run("json")
+    found = [(f["code"], f["location"]["row"], f["location"]["column"], f["message"]) for f in report["findings"]
+             if f["source"] == "static"]
+    assert found == static
+    (finding,) = report["findings"]
+    assert finding["status"] == "CONFIRMED" and finding["filename"] == "predict.py"
+    log = run("sarif")
+    (result,) = log["runs"][0]["results"]
+    (related,) = result["relatedLocations"]
+    assert related["message"]["text"] == "model.py:4"
+    assert related["physicalLocation"]["artifactLocation"]["uri"] == "model.py"
+    assert related["physicalLocation"]["region"]["startLine"] == 4
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    cls = jsonschema.validators.validator_for(schema)
+    assert not list(cls(schema).iter_errors(log))
