@@ -1,7 +1,8 @@
 """Multi-file fixtures (`fixtures/project/<case>/`): the value model reads the user's own imported
 modules, and a file gets the same findings however it is linted: the CLI on the case directory,
-the CLI on that one file (what pre-commit passes), and the flake8 plugin on that file (what
-editors run). Findings are the `# expect:` markers in every file of the case; a case is checked
+the CLI on that one file (what pre-commit passes), the flake8 plugin on that file (what editors
+run) and `runner.lint_file` (what `torchlint run` lints the script with; a slow test runs
+`torchlint run` end to end on a runnable tree). Findings are the `# expect:` markers in every file of the case; a case is checked
 for the codes its markers name (and those a `# checks: TLnnn` comment names)."""
 
 from __future__ import annotations
