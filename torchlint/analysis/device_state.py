@@ -178,6 +178,17 @@ def model_device_move(sem: "Semantic", model: cst.BaseExpression) -> Optional[cs
     return move
 
 
+def device_origin(sem: "Semantic", move: cst.Call) -> Optional[str]:
+    """Where another file of the project defines the device `move` moves to ("config.py:3"),
+    when its argument is a name imported from there whose value that file gives; else None."""
+    argument = devices.device_argument(sem, move)
+    if type(argument) is not cst.Name or sem.project is None:
+        return None
+    qualified = sem.scopes.import_name(argument)
+    fact = sem.project.fact(qualified) if qualified is not None else None
+    return fact.origin if fact is not None and fact.kind == "value" else None
+
+
 def has_parameters(sem: "Semantic", model: cst.BaseExpression) -> bool:
     """Whether `model` is a module that may hold parameters or buffers: not a stateless layer
     (`nn.ReLU()`), not a Dropout and not a loss (`nn.CrossEntropyLoss()`), whose calls work on

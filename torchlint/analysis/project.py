@@ -414,7 +414,10 @@ def portable(values, value: Value, origin: str, label: str = "") -> Value:
             if forward is not None:
                 returned = values._returns(forward, values.generic_frame(forward))
                 if returned.kind in TENSOR_KINDS:
-                    output = Value(returned.kind, AG_UNKNOWN, returned.layout, shape=returned.shape)
+                    # AG_NONE: a forward that runs under no_grad (a frozen feature extractor) or
+                    # detaches; anything else is decided by the caller's grad mode.
+                    autograd = AG_NONE if returned.autograd == AG_NONE else AG_UNKNOWN
+                    output = Value(returned.kind, autograd, returned.layout, shape=returned.shape)
         if stochastic is not None:
             stochastic = f"{stochastic} ({label}, {origin})" if label and label not in stochastic \
                 else f"{stochastic} ({origin})"

@@ -32,6 +32,16 @@ _NON_DIM_KEYWORDS = ("dtype", "keepdim", "out")
 # Kinds that certainly are not tensors (nor hold one): they never carry a graph into a result.
 _NOT_TENSORS = frozenset({NUMBER, STRING, NONE, DTYPE, DEVICE, BOTTOM})
 
+
+def _device_of_string(text: Optional[str], call) -> Optional[Device]:
+    """The device a literal device string names (`"cuda:0"`, `"cpu"`, `"mps"`), or None."""
+    if text is None or not api.DEVICE_STRING.match(text):
+        return None
+    where = text.split(":")[0]
+    return Device(CUDA if where == "cuda" else (HOST if where == "cpu" else (META if where == "meta" else CHOSEN)),
+                  text if where not in ("cuda", "cpu", "meta") else None, call)
+
+
 class TorchSemantics:
     """The values torch's API returns (see the module docstring)."""
 
@@ -291,13 +301,11 @@ class TorchSemantics:
         if expr is None:
             return None
         if type(expr) is cst.SimpleString:
-            text = string_text(expr)
-            if text is not None and api.DEVICE_STRING.match(text):
-                where = text.split(":")[0]
-                return Device(CUDA if where == "cuda" else (HOST if where == "cpu" else (META if where == "meta" else CHOSEN)),
-                              text if where not in ("cuda", "cpu", "meta") else None, call)
-            return None
+            return _device_of_string(string_text(expr), call)
         value = self.value(expr, frame)
+        if value.kind == STRING and isinstance(value.detail, str) and api.DEVICE_STRING.match(value.detail):
+            # a name bound to one device string (`DEVICE = "cpu"`, here or in config.py)
+            return _device_of_string(value.detail, call)
         if value.kind == DEVICE and isinstance(value.detail, Device):
             device = value.detail
             if device.where == CHOSEN:
@@ -467,6 +475,8 @@ class TorchSemantics:
                 layout = info.output.layout if info.output.layout.state != LAYOUT_NOT_KNOWN.state else LAYOUT_MAYBE
             else:
                 layout = LAYOUT_NOT_KNOWN
+            if info.output.autograd == AG_NONE:
+                autograd = AG_NONE  # its forward runs under no_grad there (a frozen feature extractor)
         activation = (info.activation, call) if info is not None and info.activation else None
         out = Value(TENSOR, autograd, layout, device=module.device or _common_device(inputs), activation=activation)
         if member in api.RECURRENT:

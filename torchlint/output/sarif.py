@@ -78,6 +78,16 @@ def artifact_uri(path: str, root: Path) -> Dict[str, str]:
     return {"uri": quote(relative), "uriBaseId": "%SRCROOT%"}
 
 
+def related_locations(finding: Finding, root: Path) -> List[dict]:
+    """The other project files a finding's proof uses ("model.py:4"), as SARIF related locations."""
+    return [{
+        "id": number,
+        "message": {"text": label},
+        "physicalLocation": {"artifactLocation": artifact_uri(path, root),
+                             "region": {"startLine": row, "startColumn": column}},
+    } for number, (path, row, column, label) in enumerate(finding.related, 1)]
+
+
 def result_object(finding: Finding, index: Dict[str, int], root: Path) -> dict:
     region = {
         "startLine": finding.start.row,
@@ -94,12 +104,7 @@ def result_object(finding: Finding, index: Dict[str, int], root: Path) -> dict:
         }],
     }
     if finding.related:  # facts from other project files the finding's proof uses
-        result["relatedLocations"] = [{
-            "id": number,
-            "message": {"text": label},
-            "physicalLocation": {"artifactLocation": artifact_uri(path, root),
-                                 "region": {"startLine": row, "startColumn": column}},
-        } for number, (path, row, column, label) in enumerate(finding.related, 1)]
+        result["relatedLocations"] = related_locations(finding, root)
     if finding.code in index:
         result["ruleIndex"] = index[finding.code]
     if finding.cell is not None:

@@ -104,7 +104,7 @@ a prefetcher) is the author's choice.
         self._report_unmoved(
             node, device_state.iter_call_arguments(node), move, ctx,
             lambda spelled, suggestion: (
-                f"`{ctx.short(func, 30)}` was moved by `{_move_text(ctx, move)}`: forward fails with "
+                f"`{ctx.short(func, 30)}` was moved by {_move_text(ctx, move)}: forward fails with "
                 f"`Expected all tensors to be on the same device` — move it first: `{suggestion}`"))
 
     def _check_loss(self, node: cst.Call, ctx: RuleContext, sem: Semantic) -> None:
@@ -118,7 +118,7 @@ a prefetcher) is the author's choice.
             node, [a for a in arguments if a is not output_expr], move, ctx,
             lambda spelled, suggestion: (
                 f"`{ctx.short(output_expr, 30)}` is the output of `{ctx.short(model_call.func, 30)}`, moved by "
-                f"`{_move_text(ctx, move)}`: the loss fails with `Expected all tensors to be on the same "
+                f"{_move_text(ctx, move)}: the loss fails with `Expected all tensors to be on the same "
                 f"device` — move it too: `{suggestion}`"))
 
     def _report_unmoved(self, node: cst.Call, values, move, ctx: RuleContext, consequence) -> None:
@@ -166,10 +166,14 @@ def _framework_moves_batches(sem: Semantic, node: cst.CSTNode) -> bool:
 
 
 def _move_text(ctx: RuleContext, move: cst.Call) -> str:
+    """The move as the message quotes it, in backticks, followed by where another project file
+    defines its device: "`model.to(device)` (`device`, config.py:3)"."""
     statement = ctx.semantic.statement_of(move)
-    if isinstance(statement, (cst.Assign, cst.Expr)):
-        return ctx.short(statement, 50)
-    return ctx.short(move, 50)
+    quoted = ctx.short(statement, 50) if isinstance(statement, (cst.Assign, cst.Expr)) else ctx.short(move, 50)
+    origin = device_state.device_origin(ctx.semantic, move)
+    if origin is None:
+        return f"`{quoted}`"
+    return f"`{quoted}` (`{ctx.short(devices.device_argument(ctx.semantic, move), 30)}`, {origin})"
 
 
 def _suggested_move(ctx: RuleContext, sem: Semantic, spelled: str, move: cst.Call) -> str:

@@ -245,7 +245,7 @@ def write_github(report: RunReport, stream: TextIO, options: dict) -> None:
 # -- sarif ----------------------------------------------------------------------------------------------
 
 def write_sarif(report: RunReport, stream: TextIO, options: dict) -> None:
-    from torchlint.output.sarif import artifact_uri, rule_descriptors, sarif_log
+    from torchlint.output.sarif import artifact_uri, related_locations, rule_descriptors, sarif_log
 
     root = Path(options.get("root") or Path.cwd())
     log = sarif_log([], root)
@@ -274,6 +274,9 @@ def write_sarif(report: RunReport, stream: TextIO, options: dict) -> None:
             "properties": {"status": result.status, "severity": _severity(result),
                            "evidence": result.evidence or None},
         }
+        static = getattr(result.static, "finding", None)
+        if static is not None and static.related:
+            item["relatedLocations"] = related_locations(static, root)  # `Net` (model.py:4)
         if result.code in index:
             item["ruleIndex"] = index[result.code]
         results.append(item)
