@@ -594,8 +594,8 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
             if definition.path is None:
                 return Value(CONTAINER, AG_NONE, element=self._iterate(value))
             value = self._element_at(value, definition.path)
-            if (value.kind in (UNKNOWN, INPUT, TENSOR) or value.kind == LOSS and not value.requires_grad) \
-                    and self._backpropagated(definition):
+            if (value.kind in (UNKNOWN, INPUT) or value.kind in (TENSOR, LOSS) and not value.requires_grad
+                    or value.kind == TENSOR and value.is_zero_dim) and self._backpropagated(definition):
                 # `loss = outputs.loss; loss.backward()`: whatever the analysis makes of where it
                 # came from (an imported model's output looks graph-free only because the model
                 # is not seen), a value a backward pass runs on is a loss that requires grad; and a
@@ -603,9 +603,8 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
                 # is a loss too when it is a scalar, though no criterion made it.
                 if value.kind in (UNKNOWN, INPUT):
                     return Value(LOSS, AG_REQUIRES, LAYOUT_CONTIGUOUS, site=definition.value)
-                if value.requires_grad:
-                    # Only a scalar: `outs.append(out); out.sum().backward()` keeps outputs.
-                    return value.but(kind=LOSS) if value.is_zero_dim else value
+                if value.requires_grad:  # a scalar (`outs.append(out); out.sum().backward()` keeps outputs)
+                    return value.but(kind=LOSS)
                 return value.but(kind=LOSS, autograd=AG_REQUIRES)
             return value
         if kind == "for":
