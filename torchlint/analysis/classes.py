@@ -276,5 +276,82 @@ class ClassValues:
                     break
             if found:
                 break
+        if found is None:
+            inherited = self.inherited_stochastic(klass)
+            found = inherited[0][1] if inherited else None
         self._memo[key] = Value(UNKNOWN, detail=found)
+        return found
+
+    def held_stochastic(self, klass: cst.ClassDef) -> List[Tuple[str, str]]:
+        """(attribute, description) for every attribute of `klass` (assigned by it or its
+        same-file bases) that certainly holds a Dropout/BatchNorm layer: what another file's
+        subclass of `klass` inherits (`torchlint.analysis.project`'s summary of the class)."""
+        found: List[Tuple[str, str]] = []
+        seen = set()
+        for each in self._mro(klass):
+            for name in self._writes_of(each):
+                if name in seen or name == "*":
+                    continue
+                seen.add(name)
+                value = self.class_attribute(klass, name)
+                candidates = [value]
+                if value.kind == CONTAINER and value.element is not None:
+                    candidates.append(value.element)
+                for candidate in candidates:
+                    if candidate.kind == MODULE and candidate.module is not None and candidate.module.klass is not klass:
+                        layer = self.stochastic_layer(candidate)
+                        if layer is not None:
+                            found.append((name, layer if candidate.module.klass is not None
+                                          else f"{layer} in `{klass.name.value}`"))
+                            break
+        return found
+
+    def _initialises_base(self, klass: cst.ClassDef) -> bool:
+        """Whether `klass` leaves its bases' `__init__` to run: it defines none, or its own calls
+        one (`super().__init__(...)`, `Net.__init__(self)`)."""
+        init = next((s for s in klass.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
+        if init is None:
+            return True
+        for call in self.index.descendants(init, cst.Call):
+            func = call.func
+            if type(func) is not cst.Attribute or func.attr.value != "__init__":
+                continue
+            owner = func.value
+            if type(owner) is cst.Call and type(owner.func) is cst.Name and owner.func.value == "super":
+                return True
+            if not (self.sem.qualified_name(owner) or "").startswith("torch."):
+                return True  # `Net.__init__(self)`; not `nn.Module.__init__(self)`, which skips `Net`'s
+        return False
+
+    def inherited_stochastic(self, klass: cst.ClassDef) -> List[Tuple[str, str]]:
+        """(attribute, description) for each Dropout/BatchNorm layer `klass` inherits from a
+        base class of another project file (`class Mine(Net)` after `from model import Net`),
+        by the attribute that file's summary says holds it, when no class here assigns that
+        attribute again (`self.drop = nn.Identity()`) nor deletes it. Nothing when a write here
+        may replace any attribute (`setattr(self, name, ...)` with a computed name) or an
+        `__init__` here never runs the base's (`nn.Module.__init__(self)` alone)."""
+        if self.sem.project is None:
+            return []
+        mro = self._mro(klass)
+        written = set()
+        for each in mro:
+            written.update(self._writes_of(each))
+            for deletion in self.index.descendants(each, cst.Del):
+                for node in self.index.descendants(deletion, cst.Attribute):
+                    if type(node.value) is cst.Name and node.value.value == "self":
+                        written.add(node.attr.value)
+        if "*" in written or not all(self._initialises_base(each) for each in mro):
+            return []
+        found: List[Tuple[str, str]] = []
+        for each in mro:
+            for base in each.bases:
+                if type(base.value) is cst.Name and self._classes_named(base.value.value):
+                    continue  # a base of this file: its attributes are the same-file walk's
+                qualified = self.scopes.import_name(base.value)
+                fact = self._project_fact(qualified) if qualified is not None else None
+                if fact is None or fact.kind != "module class" or fact.value.module is None:
+                    continue
+                for name, layer in fact.value.module.held or ():
+                    if name not in written and all(name != other for other, _ in found):
+                        found.append((name, layer))
         return found

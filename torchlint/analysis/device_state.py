@@ -115,6 +115,9 @@ def _may_be_accelerator(sem: "Semantic", expr: cst.BaseExpression, seen: Set[int
             return _device_test(sem, first, _may_be_accelerator, seen)
         return False
     if isinstance(expr, cst.Name):
+        imported = devices.imported_device(sem, expr)
+        if imported is not None:  # `from config import device as dev2`: what config.py makes it
+            return imported.may_be_cuda
         if not devices.is_device_expr(sem, expr):
             return False
         values = _bound_values(sem, expr)
@@ -135,6 +138,9 @@ def _is_cpu(sem: "Semantic", expr: cst.BaseExpression, seen: Set[int]) -> bool:
         first = keyword(expr, "type") or next(iter(positional(expr)), None)
         return _device_test(sem, first, _is_cpu, seen)
     if isinstance(expr, cst.Name):
+        imported = devices.imported_device(sem, expr)
+        if imported is not None:
+            return imported.where == HOST
         values = _bound_values(sem, expr)
         return bool(values) and all(_device_test(sem, v, _is_cpu, seen) for v in values)
     return False

@@ -15,6 +15,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import keyword, method_call_in
+from torchlint.analysis.value import CHOSEN, CUDA, DEVICE, HOST, META, STRING, Device
 
 if TYPE_CHECKING:
     from torchlint.analysis.semantic import Semantic
@@ -76,10 +77,33 @@ def is_device_expr(semantic: "Semantic", expr: cst.BaseExpression) -> bool:
     if isinstance(expr, cst.Call):
         return semantic.is_torch(expr, "torch.device", "torch.cuda.current_device")
     if isinstance(expr, cst.Name):
-        return bool(_DEVICE_NAME.search(expr.value))
+        return bool(_DEVICE_NAME.search(expr.value)) or imported_device(semantic, expr) is not None
     if isinstance(expr, cst.Attribute):
         return bool(_DEVICE_NAME.search(expr.attr.value))
     return False
+
+
+def imported_device(semantic: "Semantic", name: cst.BaseExpression) -> Optional["Device"]:
+    """The device a name imported from another file of the project holds, whatever this file
+    calls it (`dev2` after `from config import device as dev2`, config.py's `device =
+    torch.device(...)`, or `eval_device = "cpu"`): resolved through the import binding, not by
+    the name's spelling. None for any other name, or a value that file does not make a device."""
+    if type(name) is not cst.Name or semantic.project is None:
+        return None
+    qualified = semantic.scopes.import_name(name)
+    if qualified is None or qualified.split(".")[0] in ("torch", "torchvision"):
+        return None
+    fact = semantic.project.fact(qualified)
+    if fact is None or fact.kind != "value":
+        return None
+    value = fact.value
+    if value.kind == DEVICE and isinstance(value.detail, Device):
+        return value.detail
+    if value.kind == STRING and isinstance(value.detail, str) and _DEVICE_STRING.match(value.detail):
+        where = value.detail.split(":")[0]
+        return Device(CUDA if where == "cuda" else (HOST if where == "cpu" else (META if where == "meta" else CHOSEN)),
+                      value.detail if where not in ("cuda", "cpu", "meta") else None)
+    return None
 
 
 def device_argument(semantic: "Semantic", call: cst.Call) -> Optional[cst.BaseExpression]:

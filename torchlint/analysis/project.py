@@ -7,7 +7,8 @@ layer finds the module the way Python would for a script of the project, parses 
 process (LibCST, never executed), builds that file's own value model and summarises the name
 once:
 
-- a class: whether it is an `nn.Module`, the Dropout/BatchNorm layer it holds, what its `forward`
+- a class: whether it is an `nn.Module`, the Dropout/BatchNorm layers it holds and the attributes
+  holding them (what a subclass in another file inherits), what its `forward`
   returns (its layout: `x.flatten(2).transpose(1, 2)`; its last activation);
 - a function: the value it returns, computed with generic arguments (a factory's model, a
   helper's permuted tensor, a loss);
@@ -418,12 +419,26 @@ def portable(values, value: Value, origin: str, label: str = "") -> Value:
                     # detaches; anything else is decided by the caller's grad mode.
                     autograd = AG_NONE if returned.autograd == AG_NONE else AG_UNKNOWN
                     output = Value(returned.kind, autograd, returned.layout, shape=returned.shape)
-        if stochastic is not None:
+        held = info.held
+        described = False
+        if info.klass is not None:
+            # Which attributes hold those layers (a subclass in another file inherits them unless
+            # it assigns the attribute again); those inherited from a further file keep its origin.
+            own = tuple((name, f"{layer} ({origin})") for name, layer in values.held_stochastic(info.klass))
+            inherited = tuple((name, layer) for name, layer in values.inherited_stochastic(info.klass)
+                              if all(name != other for other, _ in own))
+            held = own + inherited
+            if stochastic is not None and not own and inherited and stochastic == inherited[0][1]:
+                klass = f"`{info.klass.name.value}`"
+                where = f"{label}, {origin}" if label and label != klass else origin
+                stochastic = f"{stochastic}, inherited by {klass} ({where})"  # it names its own origin
+                described = True
+        if stochastic is not None and not described:
             stochastic = f"{stochastic} ({label}, {origin})" if label and label not in stochastic \
                 else f"{stochastic} ({origin})"
         qualified = info.qualified if info.klass is None else None
         return Value(MODULE, AG_NONE, module=ModuleInfo(qualified, None, stochastic, info.stateless, activation,
-                                                        output=output, origin=origin),
+                                                        output=output, origin=origin, held=held),
                      device=value.device, dtype=value.dtype, site=value.site)
     if kind == CONTAINER and value.items is not None:
         return value.but(items=tuple(portable(values, item, origin, label) for item in value.items), alias=None,

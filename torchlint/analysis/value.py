@@ -311,12 +311,12 @@ class ModuleInfo:
     a container built here (`parts`)."""
 
     __slots__ = ("qualified", "klass", "stochastic", "stateless", "activation", "parts", "output", "origin",
-                 "_key")
+                 "held", "_key")
 
     def __init__(self, qualified: Optional[str] = None, klass: Any = None, stochastic: Optional[str] = None,
                  stateless: bool = False, activation: Optional[str] = None,
                  parts: Optional[Tuple[Value, ...]] = None, output: Optional[Value] = None,
-                 origin: Optional[str] = None) -> None:
+                 origin: Optional[str] = None, held: Optional[Tuple[Tuple[str, str], ...]] = None) -> None:
         self.qualified = qualified
         self.klass = klass
         self.stochastic = stochastic
@@ -328,13 +328,16 @@ class ModuleInfo:
         # class is defined ("model.py:4").
         self.output = output
         self.origin = origin
+        # ... and which of its attributes hold its Dropout/BatchNorm layers, (attribute,
+        # description) each: what a subclass here inherits unless it assigns the attribute again.
+        self.held = held
         self._key = None
 
     def key(self) -> tuple:
         if self._key is None:
             self._key = (self.qualified, id(self.klass), self.stochastic, self.stateless, self.activation,
                          None if self.parts is None else tuple(p.key() for p in self.parts),
-                         None if self.output is None else self.output.key(), self.origin)
+                         None if self.output is None else self.output.key(), self.origin, self.held)
         return self._key
 
     def __eq__(self, other) -> bool:
