@@ -15,14 +15,13 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import keyword, method_call_in
-from torchlint.analysis.value import CHOSEN, CUDA, DEVICE, HOST, META, STRING, Device
+from torchlint.analysis.value import DEVICE, STRING, Device, device_named
 
 if TYPE_CHECKING:
     from torchlint.analysis.semantic import Semantic
 
 DEVICE_MOVE_METHODS = {"cuda", "cpu", "xpu", "mps"}
 DTYPE_NAMES = api.DTYPE_NAMES
-_DEVICE_STRING = re.compile(r"^(cpu|cuda|mps|xpu|meta|hpu|npu|xla|privateuseone)(:\d+)?$")
 _DEVICE_NAME = re.compile(r"(^|_)(device|dev)s?($|_)|^(cuda|gpu)(_?\w*)?$", re.IGNORECASE)
 STATELESS_MODULES = api.STATELESS_MODULES
 # torch.Tensor factories that build a fresh tensor at `torch.<name>(...)`.
@@ -70,7 +69,7 @@ def is_device_expr(semantic: "Semantic", expr: cst.BaseExpression) -> bool:
             value = expr.evaluated_value
         except Exception:  # noqa: BLE001 - odd literal
             return False
-        return isinstance(value, str) and bool(_DEVICE_STRING.match(value))
+        return isinstance(value, str) and bool(api.DEVICE_STRING.match(value))
     if isinstance(expr, cst.FormattedString):
         head = "".join(p.value for p in expr.parts if isinstance(p, cst.FormattedStringText))
         return head.startswith(("cuda", "xpu", "npu", "hpu"))
@@ -99,10 +98,8 @@ def imported_device(semantic: "Semantic", name: cst.BaseExpression) -> Optional[
     value = fact.value
     if value.kind == DEVICE and isinstance(value.detail, Device):
         return value.detail
-    if value.kind == STRING and isinstance(value.detail, str) and _DEVICE_STRING.match(value.detail):
-        where = value.detail.split(":")[0]
-        return Device(CUDA if where == "cuda" else (HOST if where == "cpu" else (META if where == "meta" else CHOSEN)),
-                      value.detail if where not in ("cuda", "cpu", "meta") else None)
+    if value.kind == STRING and isinstance(value.detail, str) and api.DEVICE_STRING.match(value.detail):
+        return device_named(value.detail)
     return None
 
 

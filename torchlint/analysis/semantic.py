@@ -174,6 +174,15 @@ class Semantic:
         definitions = self.values.flow.reaching(name)
         return definitions[0] if definitions and len(definitions) == 1 else None
 
+    def assigned_call_package(self, expr: cst.BaseExpression) -> Optional[str]:
+        """The top-level package of the call the name `expr` is certainly bound to (`pandas` for
+        `df = pd.DataFrame(...)`, `paddle` for `opt = paddle.optimizer.SGD(...)`), or None."""
+        value = self.assigned_value(expr) if isinstance(expr, cst.Name) else None
+        if not isinstance(value, cst.Call):
+            return None
+        name = self.qualified_name(value.func)
+        return name.split(".")[0] if name else None
+
     def assigned_value(self, node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         """For a name, the one expression certainly assigned to it where it is read (followed
         through plain copies `b = a`); for anything else the node itself; None when the name may

@@ -25,7 +25,7 @@ from torchlint.analysis.value import (
     LAYOUT_CONTIGUOUS, LAYOUT_MAYBE, LAYOUT_NOT_KNOWN, LOADER, LOSS, MAYBE_PERMUTED, META, MODULE, NONE,
     NONE_VALUE,
     NUMBER, NUMBER_VALUE, OPTIMIZER, PARAMETER, PERMUTED, SCHEDULER, STRING, STRING_VALUE, TENSOR,
-    TENSOR_KINDS, UNKNOWN, UNKNOWN_VALUE, Device, Layout, ModuleInfo, Value, join, join_all,
+    TENSOR_KINDS, UNKNOWN, UNKNOWN_VALUE, Device, Layout, ModuleInfo, Value, device_named, join, join_all,
 )
 
 _NON_DIM_KEYWORDS = ("dtype", "keepdim", "out")
@@ -37,9 +37,7 @@ def _device_of_string(text: Optional[str], call) -> Optional[Device]:
     """The device a literal device string names (`"cuda:0"`, `"cpu"`, `"mps"`), or None."""
     if text is None or not api.DEVICE_STRING.match(text):
         return None
-    where = text.split(":")[0]
-    return Device(CUDA if where == "cuda" else (HOST if where == "cpu" else (META if where == "meta" else CHOSEN)),
-                  text if where not in ("cuda", "cpu", "meta") else None, call)
+    return device_named(text, call)
 
 
 class TorchSemantics:

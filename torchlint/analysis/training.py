@@ -72,13 +72,7 @@ _OTHER_FRAMEWORKS = ("paddle", "mindspore", "mxnet", "tensorflow", "keras", "jax
 
 def _built_by_another_framework(sem: "Semantic", expr: cst.BaseExpression) -> bool:
     """A name certainly bound to the result of another framework's call (`paddle.optimizer.SGD(...)`)."""
-    if not isinstance(expr, cst.Name):
-        return False
-    value = sem.assigned_value(expr)
-    if not isinstance(value, cst.Call):
-        return False
-    name = sem.qualified_name(value.func)
-    return name is not None and name.split(".")[0] in _OTHER_FRAMEWORKS
+    return sem.assigned_call_package(expr) in _OTHER_FRAMEWORKS
 
 
 def _used_like_an_optimizer(sem: "Semantic", expr: cst.BaseExpression) -> bool:

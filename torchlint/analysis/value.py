@@ -101,6 +101,14 @@ class Device:
         return f"Device({self.where}{', ' + self.spelled if self.spelled else ''})"
 
 
+def device_named(text: str, node: Any = None) -> Device:
+    """The device a device string names (`"cuda:0"`, `"cpu"`, `"mps"`; the caller has checked it
+    is one, with `torch_api.DEVICE_STRING`)."""
+    where = text.split(":")[0]
+    return Device(CUDA if where == "cuda" else (HOST if where == "cpu" else (META if where == "meta" else CHOSEN)),
+                  text if where not in ("cuda", "cpu", "meta") else None, node)
+
+
 def join_devices(a: Optional[Device], b: Optional[Device]) -> Optional[Device]:
     if a is None or b is None:
         return None

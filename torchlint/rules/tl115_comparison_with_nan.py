@@ -117,11 +117,7 @@ def _advice(sem: Semantic, ctx: RuleContext, other: cst.BaseExpression, equal: b
 
 def _built_by(sem: Semantic, other: cst.BaseExpression) -> Optional[str]:
     """`pandas` or `numpy` when `other` is a name certainly bound to a call of that library."""
-    value = sem.assigned_value(other) if isinstance(other, cst.Name) else None
-    if not isinstance(value, cst.Call):
-        return None
-    name = sem.qualified_name(value.func)
-    root = name.split(".")[0] if name else None
+    root = sem.assigned_call_package(other)
     return root if root in ("pandas", "numpy") else None
 
 
