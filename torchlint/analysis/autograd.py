@@ -77,17 +77,17 @@ def view_base(expr: cst.BaseExpression) -> cst.BaseExpression:
 def mutation_target(sem: "Semantic", node: cst.CSTNode) -> Optional[Tuple[str, cst.BaseExpression]]:
     """What `node` writes in place: ("method", receiver) for `x.add_(y)`, ("augassign", target) for
     `x += y`, ("item", subscripted) for `x[i] = y` (also `x[i] += y`)."""
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         if inplace_method(sem, node) is None:
             return None
         return "method", node.func.value
-    if isinstance(node, cst.AugAssign):
+    if type(node) is cst.AugAssign:
         target = node.target
         if isinstance(target, cst.Subscript):
             return "item", target.value
         return "augassign", target
     if isinstance(node, cst.AssignTarget):
-        if isinstance(node.target, cst.Subscript):
+        if type(node.target) is cst.Subscript:
             return "item", node.target.value
     return None
 
@@ -278,7 +278,7 @@ def is_store(sem: "Semantic", node: cst.CSTNode) -> bool:
 
 def self_attribute(node: cst.BaseExpression) -> Optional[cst.Attribute]:
     """`self.attr` itself, or None."""
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+    if type(node) is cst.Attribute and type(node.value) is cst.Name and node.value.value == "self":
         return node
     return None
 
@@ -289,7 +289,7 @@ def assigned_pairs(target: cst.BaseExpression, value: cst.BaseExpression, path: 
     element an assignment binds: `a, self.h = x, y` gives (`a`, `x`, (0,)), (`self.h`, `y`, (1,));
     `out, self.h = self.rnn(x)` gives (`self.h`, None, (1,)). The path is None under a starred
     target."""
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         starred = any(isinstance(e, cst.StarredElement) for e in target.elements)
         literal = isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(target.elements) \
             and not starred and not any(isinstance(e, cst.StarredElement) for e in value.elements)

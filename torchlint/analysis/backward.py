@@ -24,7 +24,7 @@ _GRAPH_KEEPING = {
 
 
 def last_identifier(expr: cst.BaseExpression) -> Optional[str]:
-    if isinstance(expr, cst.Name):
+    if type(expr) is cst.Name:
         return expr.value
     if isinstance(expr, cst.Attribute):
         return expr.attr.value
@@ -80,7 +80,7 @@ def backwarded_uses(sem, scope: cst.CSTNode) -> Dict[str, List[cst.Name]]:
             target = backward_target(sem, call)
             while method_call_in(target, _GRAPH_KEEPING):
                 target = target.func.value
-            if isinstance(target, cst.Name):
+            if type(target) is cst.Name:
                 found.setdefault(target.value, []).append(target)
         cache[id(scope)] = found
     return found

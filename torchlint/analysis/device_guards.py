@@ -234,7 +234,7 @@ def _references(sem: "Semantic", expr: cst.CSTNode) -> Iterator[Tuple[cst.CSTNod
     their dotted spelling; call chains are split at the call (`next(m.parameters()).is_cuda`
     gives `….is_cuda` and `m.parameters`)."""
     for node in [expr, *sem.index.descendants(expr)]:
-        if not isinstance(node, (cst.Name, cst.Attribute)):
+        if type(node) not in (cst.Name, cst.Attribute):
             continue
         parent = sem.parent(node)
         if isinstance(parent, cst.Attribute) and (parent.value is node or parent.attr is node):

@@ -308,10 +308,10 @@ def _mentions_move(sem: "Semantic", expr: cst.CSTNode) -> bool:
         if len(seen) > _MOVE_SEARCH_LIMIT:
             return True
         for node in [current, *sem.index.descendants(current)]:
-            if isinstance(node, cst.Call) and (devices.is_device_move(sem, node) or keyword(node, "device") is not None):
+            if type(node) is cst.Call and (devices.is_device_move(sem, node) or keyword(node, "device") is not None):
                 return True
-            if not isinstance(node, cst.Name):
-                if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+            if type(node) is not cst.Name:
+                if type(node) is cst.Call and type(node.func) is cst.Name:
                     for binding in sem.scopes.lookup(node.func.value, node) or ():
                         if binding.kind == "class" and _function_moves(sem, binding.node):
                             return True

@@ -64,16 +64,16 @@ def is_device_expr(semantic: "Semantic", expr: cst.BaseExpression) -> bool:
     `f"cuda:{rank}"`. Dtypes and unknown values (other tensors) are not."""
     if is_dtype_expr(semantic, expr):
         return False
-    if isinstance(expr, cst.SimpleString):
+    if type(expr) is cst.SimpleString:
         try:
             value = expr.evaluated_value
         except Exception:  # noqa: BLE001 - odd literal
             return False
         return isinstance(value, str) and bool(api.DEVICE_STRING.match(value))
-    if isinstance(expr, cst.FormattedString):
+    if type(expr) is cst.FormattedString:
         head = "".join(p.value for p in expr.parts if isinstance(p, cst.FormattedStringText))
         return head.startswith(("cuda", "xpu", "npu", "hpu"))
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         return semantic.is_torch(expr, "torch.device", "torch.cuda.current_device")
     if isinstance(expr, cst.Name):
         return bool(_DEVICE_NAME.search(expr.value)) or imported_device(semantic, expr) is not None
@@ -125,7 +125,7 @@ def is_device_move(semantic: "Semantic", call: cst.CSTNode) -> bool:
     """`.cuda()`, `.cuda(rank)`, `.cpu()`, `.to(device)`, `.to("cuda")`, `.to(torch.device(...))`,
     `.to(device=...)`, `.to(device, dtype)`. Not `.to(torch.float16)`, `.to(dtype=...)`,
     `.half()`, `.float()`, nor `.to(other_tensor)` (unknown)."""
-    if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+    if type(call) is not cst.Call or type(call.func) is not cst.Attribute:
         return False
     method = call.func.attr.value
     if method in DEVICE_MOVE_METHODS:
@@ -148,13 +148,13 @@ def tensor_factories(semantic: "Semantic", expr: cst.BaseExpression) -> Optional
     while True:
         if method_call_in(expr, TENSOR_PRESERVING_METHODS) and semantic.qualified_name(expr.func) is None:
             expr = expr.func.value
-        elif isinstance(expr, cst.Subscript):
+        elif type(expr) is cst.Subscript:
             expr = expr.value
-        elif isinstance(expr, cst.UnaryOperation):
+        elif type(expr) is cst.UnaryOperation:
             expr = expr.expression
         else:
             break
-    if isinstance(expr, cst.BinaryOperation):
+    if type(expr) is cst.BinaryOperation:
         left = tensor_factories(semantic, expr.left)
         right = tensor_factories(semantic, expr.right)
         if left is None and right is None:

@@ -129,10 +129,14 @@ class Flow:
         if name in self._declared_in(scope):
             return None
         defs: List[Def] = []
-        parent_of = self.index.parent
+        index = self.index
+        above = index.above
+        preorder = index.preorder
+        number = index.number_of.get(id(point))
+        up = -1 if number is None else above[number]
         child = point
-        parent = parent_of.get(point)
-        while parent is not None:
+        while up >= 0:
+            parent = preorder[up]
             kind = type(parent)
             body = getattr(parent, "body", None)
             if type(body) is tuple or type(body) is list:
@@ -198,7 +202,7 @@ class Flow:
             elif kind is cst.Module:
                 return tuple(defs)
             child = parent
-            parent = parent_of.get(parent)
+            up = above[up]
         return tuple(defs)
 
     def _declared_in(self, scope: cst.CSTNode) -> frozenset:

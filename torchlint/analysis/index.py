@@ -151,6 +151,10 @@ class Index:
         self._position_lists: Dict[type, List[int]] = {}
         self._name_positions: Dict[str, List[int]] = {}
         self._walk(module)
+        # For the hot upward walks (scope, loops, grad mode): `above[number_of[id(node)]]` is the
+        # parent's pre-order number (-1 at the module), and climbing by numbers hashes nothing.
+        self.number_of = self._number
+        self.above = self._parent_numbers
         self.parent = _Parents(self._number, self._parent_numbers, self.preorder)
         self.order = _Order(self._number)
 

@@ -85,6 +85,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
         self._call_sites: Dict[int, list] = {}
         self._escapes: Dict[int, bool] = {}
         self._grad_cache: Dict[tuple, str] = {}
+        self._lexical_grad: Dict[int, Optional[str]] = {}  # id(statement line) -> its lexical grad mode
         self._frame_of_scope: Dict[int, Frame] = {}
         self._module_frame = Frame(None, None, GRAD_ON)
 

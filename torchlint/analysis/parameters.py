@@ -222,10 +222,20 @@ class ParameterValues:
         """The grad mode that the blocks and decorators around `node` in its own function set,
         or None when they set none."""
         child = node
-        parent_of = self.index.parent
-        ancestor = parent_of.get(node)
-        while ancestor is not None:
+        index = self.index
+        above = index.above
+        preorder = index.preorder
+        position = index.number_of.get(id(node))
+        up = -1 if position is None else above[position]
+        while up >= 0:
+            ancestor = preorder[up]
             kind = type(ancestor)
+            if kind is cst.SimpleStatementLine and ancestor is not node:
+                # Everything above a statement line is the same for every node in it.
+                known = self._lexical_grad
+                if id(ancestor) not in known:
+                    known[id(ancestor)] = self.lexical_grad_mode(ancestor)
+                return known[id(ancestor)]
             if kind is cst.With and child is ancestor.body:
                 for item in reversed(ancestor.items):
                     mode = self.grad_context(item.item)
@@ -241,7 +251,7 @@ class ParameterValues:
             elif kind is cst.Lambda or kind is cst.ClassDef:
                 return None
             child = ancestor
-            ancestor = parent_of.get(ancestor)
+            up = above[up]
         return None
 
     def grad_context(self, expr: cst.BaseExpression) -> Optional[str]:

@@ -345,7 +345,7 @@ def _top_level(module: cst.Module):
 
 
 def _imported_as(statement, name: str) -> Optional[str]:
-    if isinstance(statement.names, cst.ImportStar):
+    if type(statement.names) is cst.ImportStar:
         return None
     for alias in statement.names:
         bound = alias.asname.name.value if alias.asname is not None and type(alias.asname.name) is cst.Name else None

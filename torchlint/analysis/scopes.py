@@ -84,14 +84,18 @@ class Scopes:
         cached = cache.get(id(node))
         if cached is not None:
             return cached
-        parent_of = self.index.parent
+        index = self.index
+        above = index.above
+        preorder = index.preorder
+        scope: cst.CSTNode = index.module
         # Every node on the way up shares the answer, so the whole path is cached: later
         # questions about its neighbours stop after a step or two.
         path = [node]
+        position = index.number_of.get(id(node))
+        up = -1 if position is None else above[position]
         child = node
-        current = parent_of.get(node)
-        scope: cst.CSTNode = self.index.module
-        while current is not None:
+        while up >= 0:
+            current = preorder[up]
             kind = _SCOPE_KIND.get(type(current))
             if kind is not None and (kind == 2 or child is current.body):
                 # Decorators, bases, defaults and annotations of a def run in the enclosing scope.
@@ -103,7 +107,7 @@ class Scopes:
                 break
             path.append(current)
             child = current
-            current = parent_of.get(current)
+            up = above[up]
         for visited in path:
             cache[id(visited)] = scope
         return scope
@@ -111,9 +115,9 @@ class Scopes:
     def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         """The innermost enclosing `def` whose body contains `node`."""
         scope = self.scope_of(node)
-        while not isinstance(scope, (cst.FunctionDef, cst.Module)):
+        while type(scope) not in (cst.FunctionDef, cst.Module):
             scope = self.scope_of(scope)
-        return scope if isinstance(scope, cst.FunctionDef) else None
+        return scope if type(scope) is cst.FunctionDef else None
 
     # -- bindings ---------------------------------------------------------------------------
     @property
@@ -144,7 +148,7 @@ class Scopes:
                     self._add(table, scope, Binding(top, "import", node, top))
         for node in index.nodes(cst.ImportFrom):
             scope = self.scope_of(node)
-            if isinstance(node.names, cst.ImportStar):
+            if type(node.names) is cst.ImportStar:
                 if type(scope) is cst.Module and (node.module is not None or node.relative):
                     inner = dotted_name(node.module) if node.module is not None else ""
                     if inner is not None:
@@ -235,11 +239,11 @@ class Scopes:
             node = parent_of.get(node)
         if node is None:
             return name, None
-        if isinstance(node, cst.Assign) and any(t.target is name for t in node.targets):
+        if type(node) is cst.Assign and any(t.target is name for t in node.targets):
             return node, node.value
-        if isinstance(node, cst.AnnAssign) and node.target is name:
+        if type(node) is cst.AnnAssign and node.target is name:
             return node, node.value
-        if isinstance(node, cst.NamedExpr) and node.target is name:
+        if type(node) is cst.NamedExpr and node.target is name:
             return node, node.value
         return node, None
 
@@ -286,7 +290,7 @@ class Scopes:
         imports = [b for b in bindings if b.kind == "import"]
         if not imports:
             return None
-        if isinstance(self.scope_of(node), cst.FunctionDef) and len(imports) != len(bindings):
+        if type(self.scope_of(node)) is cst.FunctionDef and len(imports) != len(bindings):
             # A local that is both imported and assigned: which one reaches is unknowable here.
             if any(b.kind == "param" for b in bindings):
                 return None

@@ -161,12 +161,12 @@ class Semantic:
         if function is None:
             return None
         scope = self.scopes.scope_of(function)
-        return scope if isinstance(scope, cst.ClassDef) else None
+        return scope if type(scope) is cst.ClassDef else None
 
     def is_expression_statement(self, node: cst.CSTNode) -> bool:
         """Whether `node` is a whole statement on its own (its value is discarded)."""
         parent = self.parent(node)
-        return isinstance(parent, cst.Expr) and parent.value is node
+        return type(parent) is cst.Expr and parent.value is node
 
     # -- dataflow ---------------------------------------------------------------------------
     def reaching_definition(self, name: cst.Name) -> Optional[Def]:
@@ -188,7 +188,7 @@ class Semantic:
         through plain copies `b = a`); for anything else the node itself; None when the name may
         hold more than one value there."""
         seen = set()
-        while isinstance(node, cst.Name) and id(node) not in seen:
+        while type(node) is cst.Name and id(node) not in seen:
             seen.add(id(node))
             definitions = self.values.flow.reaching(node)
             if not definitions or len(definitions) != 1:
@@ -211,17 +211,21 @@ class Semantic:
         their iterable)."""
         loops = []
         child = node
-        parent_of = self.index.parent
-        ancestor = parent_of.get(node)
-        while ancestor is not None:
+        index = self.index
+        above = index.above
+        preorder = index.preorder
+        position = index.number_of.get(id(node))
+        up = -1 if position is None else above[position]
+        while up >= 0:
+            ancestor = preorder[up]
             kind = type(ancestor)
             if kind is cst.SimpleStatementLine or kind is cst.IndentedBlock:
                 # Everything above a statement line or block is the same for every node in it.
                 key = (id(ancestor), comprehensions)
-                above = self._loops_above.get(key)
-                if above is None:
-                    above = self._loops_above[key] = self.enclosing_loops(ancestor, comprehensions)
-                return loops + above
+                outer = self._loops_above.get(key)
+                if outer is None:
+                    outer = self._loops_above[key] = self.enclosing_loops(ancestor, comprehensions)
+                return loops + outer
             if kind in _LOOP_BARRIERS:
                 break
             if kind is cst.For or kind is cst.While:
@@ -235,7 +239,7 @@ class Semantic:
                 if repeated:
                     loops.append(ancestor)
             child = ancestor
-            ancestor = parent_of.get(ancestor)
+            up = above[up]
         return loops
 
     def calls_under(self, node: cst.CSTNode, follow_functions: bool = True) -> List[cst.Call]:
@@ -269,9 +273,9 @@ class Semantic:
                 table.setdefault(function.name.value, []).append(function)
             self._functions_by_name = table
         func = call.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             return [f for f in self._functions_by_name.get(func.value, []) if self.class_of_method(f) is None]
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if type(func) is cst.Attribute and type(func.value) is cst.Name and func.value.value == "self":
             return [f for f in self._functions_by_name.get(func.attr.value, []) if self.class_of_method(f) is not None]
         return []
 
@@ -285,7 +289,7 @@ class Semantic:
 
     def is_zero_grad_call(self, call: cst.CSTNode) -> bool:
         return method_call(call, "zero_grad") or (
-            isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "zero_grad"
+            type(call) is cst.Call and type(call.func) is cst.Name and call.func.value == "zero_grad"
         )
 
     # -- modules ----------------------------------------------------------------------------

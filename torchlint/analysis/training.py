@@ -131,10 +131,10 @@ def manual_update(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.BaseExpres
     """A hand-written SGD step: `p.data -= lr * p.grad`, `p -= lr * p.grad` (under no_grad),
     `p.data = p.data - lr * p.grad`, `p.data.add_(p.grad, alpha=-lr)`, `p.copy_(p - lr * p.grad)`,
     with `p` a parameter. Returns `p`."""
-    if isinstance(node, cst.AugAssign):
+    if type(node) is cst.AugAssign:
         target, update = node.target, node.value
-    elif isinstance(node, cst.Assign):
-        if len(node.targets) != 1 or not (isinstance(node.targets[0].target, cst.Attribute)
+    elif type(node) is cst.Assign:
+        if len(node.targets) != 1 or not (type(node.targets[0].target) is cst.Attribute
                                           and node.targets[0].target.attr.value == "data"):
             return None
         target, update = node.targets[0].target, node.value
@@ -158,7 +158,7 @@ def manual_update(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.BaseExpres
 
 # -- backward and gradient clearing -------------------------------------------------------------
 def _is_grad_attribute(expr: cst.BaseExpression) -> bool:
-    return isinstance(expr, cst.Attribute) and expr.attr.value == "grad"
+    return type(expr) is cst.Attribute and expr.attr.value == "grad"
 
 
 def gradient_clearings(sem: "Semantic", node: cst.CSTNode) -> List[Tuple[cst.CSTNode, Owners]]:
@@ -275,14 +275,14 @@ def _may_hold_a_criterion(sem: "Semantic", expr: cst.BaseExpression) -> bool:
     """A cheap test before asking the value model: `expr` is built here (`nn.MSELoss()(...)`),
     spelled like a name some assignment binds to a loss construction (or to such a name), or a
     parameter (callers may pass one)."""
-    if isinstance(expr, cst.Call):
+    if type(expr) is cst.Call:
         return True
     spelled = last_identifier(expr)
     if spelled is None:
         return False
     if spelled in _criterion_spellings(sem):
         return True
-    return isinstance(expr, cst.Name) and bool(sem.scopes.lookup(spelled, expr)) and any(
+    return type(expr) is cst.Name and bool(sem.scopes.lookup(spelled, expr)) and any(
         b.kind == "param" for b in sem.scopes.lookup(spelled, expr))
 
 
@@ -299,8 +299,8 @@ def _criterion_spellings(sem: "Semantic") -> Set[str]:
             value = assign.value
             while method_call(value, "to", "cuda", "cpu") and isinstance(value.func.value, cst.Call):
                 value = value.func.value
-            hit = isinstance(value, cst.Call) and api.is_loss_class(sem.qualified_name(value.func) or "")
-            if not hit and isinstance(value, (cst.Name, cst.Attribute)):
+            hit = type(value) is cst.Call and api.is_loss_class(sem.qualified_name(value.func) or "")
+            if not hit and type(value) in (cst.Name, cst.Attribute):
                 hit = last_identifier(value) in found
             if not hit:
                 continue
@@ -334,7 +334,7 @@ def is_loss_tensor(sem: "Semantic", expr: cst.BaseExpression) -> bool:
 
 
 def _mentions(sem: "Semantic", node: cst.CSTNode, name: str) -> bool:
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value == name
     return sem.index.mentions(node, name)
 

@@ -89,10 +89,10 @@ in a way the analysis cannot see would lose that accumulation. No fix is offered
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic
-        if isinstance(node, cst.Call) and sem.is_zero_grad_call(node):
+        if type(node) is cst.Call and sem.is_zero_grad_call(node):
             self._check_misplaced_zero_grad(node, ctx)
             return
-        optimizer = training.step_optimizer(sem, node) if isinstance(node, cst.Call) else None
+        optimizer = training.step_optimizer(sem, node) if type(node) is cst.Call else None
         updated = None if optimizer is not None else training.manual_update(sem, node)
         if optimizer is None and updated is None:
             return

@@ -213,7 +213,7 @@ accumulator becomes a Python float instead of a tensor.
 
     def _growth(self, node: cst.CSTNode) -> Optional[Growth]:
         """(kind, container, grown elements, statement) for list/accumulator growth."""
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             if not method_call(node, "append", "extend") or len(node.args) != 1:
                 return None
             arg = node.args[0]
@@ -225,18 +225,18 @@ accumulator becomes a Python float instead of a tensor.
             if isinstance(arg.value, (cst.List, cst.Tuple)):
                 return "append", container, _elements(arg.value), node
             return None
-        if isinstance(node, cst.AugAssign):
+        if type(node) is cst.AugAssign:
             if not isinstance(node.operator, cst.AddAssign):
                 return None
             if isinstance(node.value, (cst.List, cst.Tuple)):
                 return "append", node.target, _elements(node.value), node
             return "accumulate", node.target, [node.value], node
         if isinstance(node, cst.Assign):
-            if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Name:
                 return None
             target = node.targets[0].target
             value = node.value
-            if not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Add):
+            if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Add:
                 return None
             for same, other in ((value.left, value.right), (value.right, value.left)):
                 if isinstance(same, cst.Name) and same.value == target.value:

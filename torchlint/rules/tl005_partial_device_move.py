@@ -94,14 +94,14 @@ model parallelism (submodules moved to two or more different devices).
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic
-        if isinstance(node, cst.Assign):
+        if type(node) is cst.Assign:
             self._check_assign(node, ctx, sem)
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
             self._check_statement_move(node.value, ctx, sem)
 
     # -- `self.sub = Sub().to(dev)` in __init__; `model.fc = nn.Linear()` after `model.to(dev)` --
     def _check_assign(self, node: cst.Assign, ctx: RuleContext, sem: Semantic) -> None:
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Attribute):
+        if len(node.targets) != 1 or type(node.targets[0].target) is not cst.Attribute:
             return
         target = node.targets[0].target
         value = node.value

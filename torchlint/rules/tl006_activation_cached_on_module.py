@@ -103,7 +103,7 @@ unknown).
         sem = ctx.semantic
         if autograd.forward_method(sem, node) is None:
             return
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             self._check_append(node, ctx)
             return
         targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
@@ -253,9 +253,9 @@ def _fills_inference_cache(sem, node: cst.CSTNode) -> bool:
     is inside `torch.no_grad()`)."""
     child = node
     for ancestor in sem.ancestors(node):
-        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if type(ancestor) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
             return False
-        if isinstance(ancestor, (cst.If, cst.IfExp)) and child is not ancestor.test and _names_a_cache(sem, ancestor.test):
+        if type(ancestor) in (cst.If, cst.IfExp) and child is not ancestor.test and _names_a_cache(sem, ancestor.test):
             return True
         child = ancestor
     return False
@@ -281,7 +281,7 @@ def _restores(value: cst.BaseExpression, attribute: cst.Attribute) -> bool:
 
 def _cached_attribute(target: cst.BaseExpression) -> Optional[cst.Attribute]:
     """`self.attr` for targets `self.attr` and `self.attr[k]`."""
-    if isinstance(target, cst.Subscript):
+    if type(target) is cst.Subscript:
         target = target.value
     return autograd.self_attribute(target)
 

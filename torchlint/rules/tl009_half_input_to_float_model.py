@@ -91,7 +91,7 @@ device type; which one is right is the author's choice.
 
 
 def _is_model_spelling(func: cst.BaseExpression) -> bool:
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         return True
     return isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
 

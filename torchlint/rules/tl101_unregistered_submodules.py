@@ -87,11 +87,11 @@ import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateles
         if len(node.targets) != 1:
             return
         target = node.targets[0].target
-        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+        if not (type(target) is cst.Attribute and type(target.value) is cst.Name
                 and target.value.value == "self"):
             return
         value = node.value
-        if not isinstance(value, (cst.List, cst.ListComp, cst.Tuple, cst.Dict, cst.DictComp)):
+        if type(value) not in (cst.List, cst.ListComp, cst.Tuple, cst.Dict, cst.DictComp):
             return
         sem = ctx.semantic
         if not sem.is_module_method(node, "__init__"):

@@ -90,7 +90,7 @@ classes that override `_apply` or `to`.
         if len(node.targets) != 1:
             return
         target = node.targets[0].target
-        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+        if not (type(target) is cst.Attribute and type(target.value) is cst.Name
                 and target.value.value == "self"):
             return
         sem = ctx.semantic

@@ -66,8 +66,8 @@ call is the mistake, is a decision only the author can make.
         target: Optional[cst.BaseExpression] = None
         anchor: cst.CSTNode = node.func
         func = node.func
-        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward") \
-                and not (isinstance(func, cst.Name) and sem.is_torch(node, "torch.autograd.backward")):
+        if not (type(func) is cst.Attribute and func.attr.value == "backward") \
+                and not (type(func) is cst.Name and sem.is_torch(node, "torch.autograd.backward")):
             return
         if sem.is_torch(node, "torch.autograd.backward"):
             if node.args and node.args[0].keyword is None:

@@ -86,7 +86,7 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
 
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         func = node.func
-        if not isinstance(func, (cst.Name, cst.Attribute)):
+        if type(func) not in (cst.Name, cst.Attribute):
             return
         sem = ctx.semantic
         loops = sem.enclosing_loops(node, comprehensions=True)
@@ -227,8 +227,8 @@ def _same_or_part_of(receiver: cst.CSTNode, func: cst.CSTNode) -> bool:
 
 def _detached_at_once(sem: Semantic, node: cst.Call) -> bool:
     attribute = sem.parent(node)
-    call = sem.parent(attribute) if isinstance(attribute, cst.Attribute) else None
-    return isinstance(call, cst.Call) and call.func is attribute and attribute.attr.value in DETACHING
+    call = sem.parent(attribute) if type(attribute) is cst.Attribute else None
+    return type(call) is cst.Call and call.func is attribute and attribute.attr.value in DETACHING
 
 
 def _first_in_loop(sem: Semantic, node: cst.Call, loop) -> cst.Call:

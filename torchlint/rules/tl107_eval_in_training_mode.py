@@ -309,9 +309,9 @@ def _optimized(sem: Semantic, model: cst.Name) -> bool:
 def _model_name(func: cst.BaseExpression) -> Optional[cst.Name]:
     """The model a call runs: `model` for `model(x)`, and for one of its parts run on its own,
     `model.classifier(h)` (a network run layer by layer)."""
-    if isinstance(func, cst.Name):
+    if type(func) is cst.Name:
         return func
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+    if type(func) is cst.Attribute and type(func.value) is cst.Name:
         return func.value
     return None
 
@@ -335,10 +335,10 @@ def _grad_block(sem: Semantic, node: cst.CSTNode) -> Optional[cst.CSTNode]:
     """The with-statement or decorated function that makes `node` run under no_grad."""
     child = node
     for ancestor in sem.ancestors(node):
-        if isinstance(ancestor, cst.With) and child is ancestor.body:
+        if type(ancestor) is cst.With and child is ancestor.body:
             if any(sem.values.grad_context(i.item) is not None for i in ancestor.items):
                 return ancestor
-        elif isinstance(ancestor, cst.FunctionDef) and child is ancestor.body:
+        elif type(ancestor) is cst.FunctionDef and child is ancestor.body:
             if any(sem.values.grad_context(d.decorator) is not None for d in ancestor.decorators):
                 return ancestor
         child = ancestor

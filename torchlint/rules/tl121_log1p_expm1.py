@@ -89,7 +89,7 @@ on the rounded 0, see a difference. No fix is offered when the function was impo
 """
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             self._check_log(node, ctx)
         else:
             self._check_exp_minus_one(node, ctx)
@@ -147,9 +147,9 @@ on the rounded 0, see a difference. No fix is offered when the function was impo
     # -- exp(x) - 1 ---------------------------------------------------------------------------
     def _check_exp_minus_one(self, node: cst.BinaryOperation, ctx: RuleContext) -> None:
         sem = ctx.semantic
-        if isinstance(node.operator, cst.Subtract) and _is_one(node.right):
+        if type(node.operator) is cst.Subtract and _is_one(node.right):
             exp = node.left
-        elif isinstance(node.operator, cst.Add) and _is_minus_one(node.left):
+        elif type(node.operator) is cst.Add and _is_minus_one(node.left):
             exp = node.right
         else:
             return
@@ -211,7 +211,7 @@ def _torch_function(sem, call: cst.Call) -> Optional[str]:
 def _is_tensor_method(sem, call: cst.Call, method: str) -> bool:
     """`<tensor>.log()` where the receiver certainly is a tensor (`(1 + x).log()` with `x` a
     tensor: the value model gives the sum the tensor's kind)."""
-    if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == method and not call.args):
+    if not (type(call.func) is cst.Attribute and call.func.attr.value == method and not call.args):
         return False
     if sem.qualified_name(call.func) is not None:
         return False  # `torch.log()`, `np.log()`, `math.exp()`: a module's function, not a method

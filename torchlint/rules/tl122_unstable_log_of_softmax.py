@@ -133,7 +133,7 @@ def _log_argument(sem, call: cst.Call) -> Optional[cst.BaseExpression]:
             return call.args[0].value
         return None
     func = call.func
-    if isinstance(func, cst.Attribute) and func.attr.value == "log" and not call.args \
+    if type(func) is cst.Attribute and func.attr.value == "log" and not call.args \
             and sem.qualified_name(func) is None:
         return func.value
     return None

@@ -118,4 +118,4 @@ def _empty(whitespace) -> bool:
 
 def _is_assignment_target(node: cst.Subscript, ctx: RuleContext) -> bool:
     parent = ctx.semantic.parent(node)
-    return isinstance(parent, (cst.AssignTarget, cst.AugAssign, cst.Del)) and getattr(parent, "target", None) is node
+    return type(parent) in (cst.AssignTarget, cst.AugAssign, cst.Del) and getattr(parent, "target", None) is node

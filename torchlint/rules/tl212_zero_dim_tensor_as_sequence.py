@@ -75,7 +75,7 @@ fix: use `t` where the tensor is meant and `t.item()` where the number is.
 """
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
-        if isinstance(node, cst.Subscript):
+        if type(node) is cst.Subscript:
             self._numpy_index(node, ctx)
         else:
             self._builtin_sum(node, ctx)
@@ -105,7 +105,7 @@ fix: use `t` where the tensor is meant and `t.item()` where the number is.
 
     def _builtin_sum(self, node: cst.Call, ctx: RuleContext) -> None:
         func = node.func
-        if not (isinstance(func, cst.Name) and func.value == "sum") or not node.args:
+        if not (type(func) is cst.Name and func.value == "sum") or not node.args:
             return
         first = node.args[0]
         if first.star or first.keyword is not None or len(node.args) > 2:

@@ -105,7 +105,7 @@ def _module_entry(name: str) -> Optional[ApiChange]:
 
 def _inside_import(node: cst.CSTNode, sem) -> bool:
     for ancestor in sem.ancestors(node):
-        if isinstance(ancestor, (cst.Import, cst.ImportFrom)):
+        if type(ancestor) in (cst.Import, cst.ImportFrom):
             return True
         if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
             return False
@@ -136,7 +136,7 @@ def import_uses(node: cst.CSTNode, sem) -> List[Use]:
     """The table entries an `import` / `from ... import` statement imports (one Use per
     statement for `from` imports, naming every flagged name)."""
     uses: List[Use] = []
-    if isinstance(node, cst.Import):
+    if type(node) is cst.Import:
         for alias in node.names:
             change = _module_entry(dotted_name(alias.name) or "")
             if change is not None:
@@ -148,7 +148,7 @@ def import_uses(node: cst.CSTNode, sem) -> List[Use]:
     change = _module_entry(module)
     if change is not None:
         return [] if guarded(node, change, sem) else [Use(change, node.module, "import", (module,))]
-    if isinstance(node.names, cst.ImportStar):
+    if type(node.names) is cst.ImportStar:
         return uses
     flagged: List[Tuple[ApiChange, cst.ImportAlias, str]] = []
     for alias in node.names:
@@ -174,7 +174,7 @@ def _entry_names(sem) -> FrozenSet[str]:
     if found is None:
         names = set()
         for node in sem.index.nodes(cst.ImportFrom):
-            if node.module is None or node.relative or isinstance(node.names, cst.ImportStar):
+            if node.module is None or node.relative or type(node.names) is cst.ImportStar:
                 continue
             module = dotted_name(node.module) or ""
             for alias in node.names:
