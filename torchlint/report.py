@@ -46,7 +46,13 @@ def report(run, results, fixed: int = 0, fix_listing=()) -> None:
     }
     if name == "full":
         options["sources"] = _sources(run, results)
-    writer(name)(results, run.out, options)
+    # One write: the formats write piece by piece (`json.dump` a few bytes at a time), and with
+    # PYTHONUNBUFFERED=1 (common in containers) each piece was a system call of its own.
+    import io
+
+    buffer = io.StringIO()
+    writer(name)(results, buffer, options)
+    run.out.write(buffer.getvalue())
 
 
 def _sources(run, results) -> dict:
