@@ -51,8 +51,9 @@ def rules_that_could_fire(text: str, rules: Sequence[Rule], imported: str = "") 
     run on this file either."""
     if not PREFILTER_ENABLED:
         return rules
-    return [rule for rule in rules if not rule.triggers or any(trigger in text for trigger in rule.triggers)
-            or (imported and rule.cross_file_triggers and any(trigger in imported for trigger in rule.triggers))]
+    found = text.__contains__
+    return [rule for rule in rules if not rule.triggers or any(map(found, rule.triggers))
+            or (imported and rule.cross_file_triggers and any(map(imported.__contains__, rule.triggers)))]
 
 
 # Tests switch this off to prove the pre-filter sound (identical findings with and without it).

@@ -204,7 +204,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
     def class_attribute(self, klass: cst.ClassDef, name: str) -> Value:
         """The join of every value `klass` (and its same-file bases) assigns to `self.<name>`."""
         key = ("attr", id(klass), name)
-        return self._memoized(key, lambda: self._compute_class_attribute(klass, name))
+        return self._memoized(key, self._compute_class_attribute, klass, name)
 
     def attribute_writes(self, klass: cst.ClassDef, name: str) -> list:
         """(value expression or None, target node, path, method) for every write of `self.<name>`
@@ -224,15 +224,22 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
             if self._tentative:
                 self._note_dependency(key)
             return found
-        return self._solve(key, lambda: self._evaluate(node, frame))
+        handler = _HANDLERS.get(type(node))
+        if handler is None:
+            return UNKNOWN_VALUE
+        # The handler itself rather than a closure that looks it up: two Python frames fewer per
+        # level of an evaluation, and evaluations nest deeply.
+        return self._solve(key, handler, self, node, frame)
 
-    def _memoized(self, key: tuple, compute) -> Value:
+    def _memoized(self, key: tuple, compute, *arguments) -> Value:
+        """`compute(*arguments)`, once per key (a function and its arguments rather than a closure:
+        a Python frame fewer per level of a nested evaluation)."""
         found = self._memo.get(key)
         if found is not None:
             if self._tentative:
                 self._note_dependency(key)
             return found
-        return self._solve(key, compute)
+        return self._solve(key, compute, *arguments)
 
     # Each value being computed sits at a depth of `_lows`, which holds the lowest depth of an
     # unfinished value it has read (its own depth when none). A finished value whose low is
@@ -240,7 +247,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
     # *tentative* (`_tentative`: key -> that depth; `_tentative_at[depth]`: the keys) and is
     # dropped when that cycle head is recomputed. Every other finished value is final and
     # survives the head's iterations, so a cycle recomputes only what depends on it.
-    def _solve(self, key: tuple, compute) -> Value:
+    def _solve(self, key: tuple, compute, *arguments) -> Value:
         in_progress = self._in_progress
         lows = self._lows
         entered = in_progress.get(key)
@@ -255,7 +262,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
         self._tentative_at.append([])
         finished = False
         try:
-            result = compute()
+            result = compute(*arguments)
             iterations = 1
             while key in self._heads:
                 self._heads.discard(key)
@@ -267,7 +274,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
                     break
                 self._provisional[key] = result
                 self._drop_tentative(self._tentative_at[depth])
-                result = compute()
+                result = compute(*arguments)
                 iterations += 1
             finished = True
         finally:
@@ -310,13 +317,6 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
             memo.pop(each, None)
             tentative.pop(each, None)
         waiting.clear()
-
-    def _evaluate(self, node: cst.CSTNode, frame: Frame) -> Value:
-        kind = type(node)
-        handler = _HANDLERS.get(kind)
-        if handler is None:
-            return UNKNOWN_VALUE
-        return handler(self, node, frame)
 
     # -- literals and containers ---------------------------------------------------------------
     def _number(self, node, frame) -> Value:
@@ -584,7 +584,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
     def definition_value(self, definition: Def, frame: Frame) -> Value:
         """The value `definition` gives its name, made in `frame`."""
         key = ("def", id(definition.target if definition.target is not None else definition.statement), frame.key)
-        return self._memoized(key, lambda: self._definition_value(definition, frame))
+        return self._memoized(key, self._definition_value, definition, frame)
 
     def _definition_value(self, definition: Def, frame: Frame) -> Value:
         kind = definition.kind
@@ -901,7 +901,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
 
     def _returns(self, function: cst.FunctionDef, frame: Frame) -> Value:
         key = ("returns", id(function), frame.key)
-        return self._memoized(key, lambda: self._compute_returns(function, frame))
+        return self._memoized(key, self._compute_returns, function, frame)
 
     def _compute_returns(self, function: cst.FunctionDef, frame: Frame) -> Value:
         returns, yields = self._exits(function)

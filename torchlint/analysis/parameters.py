@@ -41,7 +41,7 @@ class ParameterValues:
     def param_value(self, param: cst.Param, frame: Frame) -> Value:
         if frame.args is not None and id(param) in frame.args:
             return frame.args[id(param)]
-        return self._memoized(("param", id(param)), lambda: self._generic_param(param))
+        return self._memoized(("param", id(param)), self._generic_param, param)
 
     def _generic_param(self, param: cst.Param) -> Value:
         function = self.index.parent.get(self.index.parent.get(param))

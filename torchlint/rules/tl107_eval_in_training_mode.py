@@ -347,7 +347,14 @@ def _grad_block(sem: Semantic, node: cst.CSTNode) -> Optional[cst.CSTNode]:
 
 def _any_mode_switch(sem: Semantic) -> bool:
     """Anything in the file that may put a module in eval mode: `.eval()`, `.train(<not True>)`,
-    or `.training = ...`."""
+    or `.training = ...` (asked for every call in a loop: kept per file)."""
+    found = sem.__dict__.get("_tl107_any_mode_switch")
+    if found is None:
+        found = sem.__dict__["_tl107_any_mode_switch"] = _find_mode_switch(sem)
+    return found
+
+
+def _find_mode_switch(sem: Semantic) -> bool:
     for call in sem.index.nodes(cst.Call):
         if evaluation.is_eval_mode_call(sem, call):
             return True

@@ -19,6 +19,7 @@ _UPSAMPLE = {
     "upsample_nearest": "",  # interpolate(input, size, scale_factor, mode="nearest"): the default
     "upsample_bilinear": 'mode="bilinear", align_corners=True',
 }
+_SPELLINGS = frozenset(_INIT_NAMES) | frozenset(_UPSAMPLE)
 
 
 class DeprecatedInitAndUpsample(Rule):
@@ -87,6 +88,13 @@ would have to change too), or for `upsample_bilinear` called with `*args`/`**kwa
 - https://pytorch.org/docs/stable/generated/torch.nn.functional.interpolate.html
 - https://github.com/pytorch/pytorch/blob/main/torch/nn/functional.py (`upsample_bilinear`)
 """
+
+    def candidates(self, node_type, semantic):
+        """Only the names spelled like an old initializer or upsampling function (every other
+        one `check` leaves at once)."""
+        if node_type is cst.Attribute:
+            return semantic.index.attributes_named(_SPELLINGS)
+        return semantic.index.names_spelled_any(_SPELLINGS)
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         spelled = node.attr.value if type(node) is cst.Attribute else node.value
