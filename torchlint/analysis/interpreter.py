@@ -382,7 +382,10 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
             return self._outer_name(node, frame)
         if all(d.kind == "import" for d in defs):
             return self._imported_value(node)
-        value = join_all(self.definition_value(d, frame) for d in defs)
+        if len(defs) == 1:  # the usual case, without the frames of a join over a generator
+            value = self.definition_value(defs[0], frame)
+        else:
+            value = join_all(self.definition_value(d, frame) for d in defs)
         if value.kind == UNKNOWN and len(defs) > 1:
             value = self._loss_after_numeric_start(defs, frame, value)
         if value.kind == MODULE:
@@ -584,7 +587,12 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
     def definition_value(self, definition: Def, frame: Frame) -> Value:
         """The value `definition` gives its name, made in `frame`."""
         key = ("def", id(definition.target if definition.target is not None else definition.statement), frame.key)
-        return self._memoized(key, self._definition_value, definition, frame)
+        found = self._memo.get(key)  # `_memoized` inlined: this sits on every name's path
+        if found is not None:
+            if self._tentative:
+                self._note_dependency(key)
+            return found
+        return self._solve(key, self._definition_value, definition, frame)
 
     def _definition_value(self, definition: Def, frame: Frame) -> Value:
         kind = definition.kind
@@ -843,7 +851,16 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
         callee = self.value(func, frame)
         if callee.kind == BOTTOM:
             return callee
-        result = self._call_value(callee, call, frame)
+        if callee.kind == MODULE:
+            # `x = self.layer(x)`, `_call_value` inlined: a forward of twenty such lines is a
+            # chain of evaluations twenty levels deep, and each frame saved counts at every level.
+            inputs = []
+            for argument in call.args:
+                if not argument.star:
+                    inputs.append(self.value(argument.value, frame))
+            result = self.module_output(callee, inputs, call, frame)
+        else:
+            result = self._call_value(callee, call, frame)
         if result is UNKNOWN_VALUE:
             return Value(UNKNOWN, site=call)  # unknown, but one object: the same one at each use
         return result
