@@ -73,7 +73,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
         self._in_progress: Dict[tuple, int] = {}  # key -> its depth in _lows
         self._lows: List[int] = []
         self._tentative: Dict[tuple, int] = {}
-        self._tentative_at: List[List[tuple]] = []
+        self._tentative_at: List[Optional[List[tuple]]] = []
         self._provisional: Dict[tuple, Value] = {}
         self._heads: set = set()
         self._generic_frames: Dict[int, Frame] = {}
@@ -259,13 +259,15 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
         depth = len(lows)
         in_progress[key] = depth
         lows.append(depth)
-        self._tentative_at.append([])
+        tentative_at = self._tentative_at
+        tentative_at.append(None)  # its list of keys, made when the first one turns tentative here
+        heads = self._heads
         finished = False
         try:
             result = compute(*arguments)
             iterations = 1
-            while key in self._heads:
-                self._heads.discard(key)
+            while key in heads:
+                heads.discard(key)
                 previous = self._provisional.get(key, BOTTOM_VALUE)
                 if result == previous:
                     break
@@ -273,31 +275,37 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
                     result = UNKNOWN_VALUE
                     break
                 self._provisional[key] = result
-                self._drop_tentative(self._tentative_at[depth])
+                self._drop_tentative(tentative_at[depth])
                 result = compute(*arguments)
                 iterations += 1
             finished = True
         finally:
             del in_progress[key]
-            self._provisional.pop(key, None)
-            self._heads.discard(key)
+            if heads:  # empty unless a cycle is being solved: most solves skip these
+                heads.discard(key)
+            if self._provisional:
+                self._provisional.pop(key, None)
             low = lows.pop()
-            waiting = self._tentative_at.pop()
+            waiting = tentative_at.pop()
             if not finished:
                 self._drop_tentative(waiting)
-        tentative = self._tentative
         if low < depth:
             # Still depends on an unfinished head below: so do the values that depended on this
             # one, and the caller.
-            below = self._tentative_at[low]
-            for each in waiting:
-                tentative[each] = low
-                below.append(each)
+            tentative = self._tentative
+            below = tentative_at[low]
+            if below is None:
+                below = tentative_at[low] = []
+            if waiting:
+                for each in waiting:
+                    tentative[each] = low
+                    below.append(each)
             tentative[key] = low
             below.append(key)
             if low < lows[-1]:
                 lows[-1] = low
-        else:
+        elif waiting:
+            tentative = self._tentative
             for each in waiting:
                 del tentative[each]
         self._memo[key] = result
@@ -309,8 +317,10 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
         if below is not None and self._lows and below < self._lows[-1]:
             self._lows[-1] = below
 
-    def _drop_tentative(self, waiting: List[tuple]) -> None:
+    def _drop_tentative(self, waiting: Optional[List[tuple]]) -> None:
         """Forget the values that read a head's provisional value (its list in `_tentative_at`)."""
+        if not waiting:
+            return
         memo = self._memo
         tentative = self._tentative
         for each in waiting:
