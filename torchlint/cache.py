@@ -2,10 +2,10 @@
 
 Layout (ruff's habits): the directory holds `CACHEDIR.TAG` (so backup tools skip it) and a
 `.gitignore` of `*` (so it never shows up in `git status`), then
-`v1/<2 hex>/<sha256>.json` entries and `v1/rules-<fingerprint>.json`, the rule manifest that lets
+`v1/<hex digit>/<key>.json` entries and `v1/rules-<fingerprint>.json`, the rule manifest that lets
 a warm run pick rules and pre-filter files without importing LibCST or the rules.
 
-The key is the SHA-256 of: the cache format, torchlint's version, the fingerprint of torchlint's
+The key is the BLAKE2b (256 bits) of: the cache format, torchlint's version, the fingerprint of torchlint's
 own source (so editing a rule invalidates everything), the codes of the rules enabled for that
 file (select/ignore/per-file-ignores resolved), the file kind and the file's bytes. Findings are
 stored without their path (a moved file still hits) and get it back on load.
@@ -22,7 +22,6 @@ silently: the cache is an optimisation, never a failure.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from functools import lru_cache
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from torchlint import __version__
+from torchlint.digest import blake2b
 from torchlint.finding import Applicability, Edit, FileResult, Finding, Fix, Location, Severity
 
 FORMAT = "v1"
@@ -46,7 +46,7 @@ _PACKAGE = Path(__file__).resolve().parent
 @lru_cache(maxsize=1)
 def fingerprint() -> str:
     """A hash of torchlint's analysis code: any edit to a rule or the engine changes it."""
-    digest = hashlib.sha256(__version__.encode())
+    digest = blake2b(__version__.encode(), digest_size=32)
     for path in sorted(_PACKAGE.rglob("*.py")):
         relative = path.relative_to(_PACKAGE).as_posix()
         if relative.startswith(("verify/", "output/", "runtime/")):
@@ -141,7 +141,7 @@ class Cache:
 
     # keys
     def key(self, data: bytes, codes: Sequence[str], kind: str) -> str:
-        digest = hashlib.sha256()
+        digest = blake2b(digest_size=32)
         header = f"torchlint-cache\0{FORMAT}\0{__version__}\0{self.fingerprint}\0{','.join(codes)}\0{kind}\0"
         digest.update(header.encode())
         digest.update(data)

@@ -7,11 +7,11 @@ summaries of those files are `project.py`'s.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from torchlint.digest import blake2b
 from torchlint.project_root import find_root  # the same root as `torchlint run`'s
 
 _INSTALLED_PARTS = frozenset({"site-packages", "dist-packages", "node_modules", ".tox", ".nox"})
@@ -32,7 +32,7 @@ def enabled() -> bool:
 
 def text_digest(text: str) -> str:
     """The content hash of a source text (what cached results and shared parses compare)."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 _ROOTS: Dict[str, str] = {}
