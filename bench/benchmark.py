@@ -16,6 +16,10 @@ Measured over the same files, each the median of --repeat runs, wall clock, whol
   torchfix     `torchfix` over the same files, when installed (skipped otherwise);
   small file   torchlint --no-cache on one 30-line training script: what a pre-commit hook or
                an editor feels on each save.
+The floor and the 1-job runs alternate (floor, cold, warm, floor, cold, ...), and "cold 1 job /
+floor" is also given per pair, in wall clock and in CPU seconds (user + system of the process),
+median and range: on a shared virtual machine the speed drifts within one benchmark, which the
+ratio of two medians measured minutes apart absorbs and a pair measured together does not.
 A snapshot of the torchlint package is linted from a temporary directory so that edits to the
 working tree during the run cannot invalidate the cache between the cold and the warm runs. The
 snapshot is byte-compiled first, as an installed package is (PYTHONDONTWRITEBYTECODE would
@@ -122,9 +126,21 @@ for path in files:
 
 
 def timed(command, **kwargs):
+    seconds, _cpu, completed = timed_cpu(command, **kwargs)
+    return seconds, completed
+
+
+def timed_cpu(command, **kwargs):
+    """(wall seconds, CPU seconds (user + system) of the process, the completed process)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     completed = subprocess.run(command, capture_output=True, **kwargs)
-    return time.perf_counter() - start, completed
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu, completed
 
 
 def main(argv=None) -> int:
@@ -171,35 +187,50 @@ def main(argv=None) -> int:
                          "files_per_s": len(files) / median if median else float("inf")}
         print(f"  {name:<12} {median:8.2f} s  ({', '.join(f'{s:.2f}' for s in seconds_list)})", flush=True)
 
-    def torchlint(jobs, cache, paths=None):
+    cpu_seconds = {}  # measurement -> CPU seconds of each run
+
+    def torchlint(jobs, cache, paths=None, cpu_into=None):
         command = [python, "-m", "torchlint", "--exit-zero", "--output-format", "json",
                    "--jobs", str(jobs), "--cache-dir", str(cache), *(paths or files)]
-        seconds, completed = timed(command, cwd=str(work), env=env)
+        seconds, cpu, completed = timed_cpu(command, cwd=str(work), env=env)
+        if cpu_into is not None:
+            cpu_into.append(cpu)
         if completed.returncode not in (0, 1):
             raise SystemExit(f"torchlint failed: {completed.stderr.decode()[-2000:]}")
         findings = json.loads(completed.stdout or b"[]")
         return seconds, len([f for f in findings if not f["code"].startswith("TL9")]), findings
 
+    def floor_run():
+        seconds, cpu, _ = timed_cpu([python, "-c", FLOOR, str(listing)], env=env)
+        cpu_seconds.setdefault("floor", []).append(cpu)
+        return seconds
+
     print(f"{len(files)} files, {lines} lines, {os.cpu_count()} CPUs, python {sys.version.split()[0]}", flush=True)
-    if "floor" not in args.skip:
-        runs = []
-        for _ in range(args.repeat):
-            seconds, completed = timed([python, "-c", FLOOR, str(listing)], env=env)
-            runs.append(seconds)
-        record("floor", runs)
+    # The floor is measured in the same loop as the 1-job runs, each floor run just before its
+    # cold run: on a shared virtual machine the speed drifts over a benchmark (floor runs of one
+    # run ranged 0.79-0.98 s), and a ratio of pairs taken together is not skewed by the drift.
+    floor_runs = []
+    pair_ratios = {"wall": [], "cpu": []}
     for label, jobs in (("1", 1), ("N", args.jobs)):
         cold, warm = [], []
         found = None
         for run_number in range(args.repeat):
             cache = work / f"cache-{label}-{run_number}"
+            if label == "1" and "floor" not in args.skip:
+                floor_runs.append(floor_run())
             if f"cold{label}" not in args.skip or f"warm{label}" not in args.skip:
-                seconds, found, _ = torchlint(jobs, cache)
+                seconds, found, _ = torchlint(jobs, cache, cpu_into=cpu_seconds.setdefault(f"cold {label}", []))
                 cold.append(seconds)
+                if label == "1" and floor_runs:
+                    pair_ratios["wall"].append(seconds / floor_runs[-1])
+                    pair_ratios["cpu"].append(cpu_seconds["cold 1"][-1] / cpu_seconds["floor"][-1])
             if f"warm{label}" not in args.skip:
                 seconds, warm_found, _ = torchlint(jobs, cache)
                 assert warm_found == found, "the warm run found something else"
                 warm.append(seconds)
         name = "1 job" if jobs == 1 else f"{jobs} jobs"
+        if label == "1" and floor_runs:
+            record("floor", floor_runs)
         if f"cold{label}" not in args.skip and cold:
             record(f"cold {name}", cold, found)
         if f"warm{label}" not in args.skip and warm:
@@ -260,7 +291,12 @@ def main(argv=None) -> int:
     cn = figures.get(f"cold {args.jobs} jobs", {}).get("seconds")
     print()
     if c1 and floor:
-        print(f"cold 1 job / floor       {c1 / floor:5.2f}   (target <= 1.5)")
+        print(f"cold 1 job / floor       {c1 / floor:5.2f}   (target <= 1.5; ratio of the medians, wall clock)")
+    if pair_ratios["wall"]:
+        wall_ratios, cpu_ratios = pair_ratios["wall"], pair_ratios["cpu"]
+        print(f"  per pair (floor, then cold): wall {statistics.median(wall_ratios):.2f} "
+              f"({min(wall_ratios):.2f}-{max(wall_ratios):.2f}), CPU {statistics.median(cpu_ratios):.2f} "
+              f"({min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}) over {len(wall_ratios)} pairs")
     if scripts:
         print(f"scripts: cold / floor    {scripts['cold'] / scripts['floor']:5.2f}   (target <= 1.5; "
               f"{scripts['files']} files, {scripts['lines']} lines, {scripts['findings']} findings)")
@@ -275,7 +311,8 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps({"files": len(files), "lines": lines, "cpus": os.cpu_count(),
                                                "figures": figures, "small_file": figures_small,
-                                               "scripts": scripts}, indent=2))
+                                               "scripts": scripts, "cpu_seconds": cpu_seconds,
+                                               "pair_ratios": pair_ratios}, indent=2))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
