@@ -48,11 +48,6 @@ class Linter:
         self._codes: Dict[tuple, Tuple[str, ...]] = {}
         self._rules_by_code = None
 
-    def flush(self) -> None:
-        """Wait for the cache entries this process has still to write."""
-        if self._cache is not None:
-            self._cache.flush()
-
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_cache"] = None
@@ -205,10 +200,7 @@ def _init_worker(linter: Linter) -> None:
 
 def _lint_batch(batch: Sequence[Tuple[int, str]]) -> List[Tuple[int, FileResult]]:
     assert _WORKER is not None
-    try:
-        return [(index, _WORKER.lint(path)) for index, path in batch]
-    finally:
-        _WORKER.flush()  # the pool may stop this process once it has the batch's results
+    return [(index, _WORKER.lint(path)) for index, path in batch]
 
 
 def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
@@ -321,14 +313,6 @@ def _lint_paths(run) -> List[FileResult]:
         cache_dir = str(cache_directory(run.config, getattr(args, "cache_dir", None)))
         manifest = Cache(cache_dir).load_manifest()
     linter = Linter(run.config, run.select, run.ignore, cache_dir, manifest)
-    try:
-        return _lint_with(linter, run)
-    finally:
-        linter.flush()
-
-
-def _lint_with(linter: "Linter", run) -> List[FileResult]:
-    args = run.args
     files = list(run.files)
     jobs = getattr(args, "jobs", None)
     jobs = default_jobs() if not jobs or jobs < 1 else jobs
