@@ -132,8 +132,7 @@ class Flow:
         index = self.index
         above = index.above
         preorder = index.preorder
-        number = index.number_of.get(id(point))
-        up = -1 if number is None else above[number]
+        up = index.parent_number(point)
         child = point
         while up >= 0:
             parent = preorder[up]

@@ -151,9 +151,9 @@ class Index:
         self._position_lists: Dict[type, List[int]] = {}
         self._name_positions: Dict[str, List[int]] = {}
         self._walk(module)
-        # For the hot upward walks (scope, loops, grad mode): `above[number_of[id(node)]]` is the
-        # parent's pre-order number (-1 at the module), and climbing by numbers hashes nothing.
-        self.number_of = self._number
+        # For the hot upward walks (scope, loops, grad mode): from `parent_number(node)`,
+        # `above[n]` is the next parent's pre-order number (-1 past the module); climbing by
+        # numbers hashes nothing.
         self.above = self._parent_numbers
         self.parent = _Parents(self._number, self._parent_numbers, self.preorder)
         self.order = _Order(self._number)
@@ -213,6 +213,12 @@ class Index:
                 children.reverse()
                 extend_nodes(children)
                 extend_aboves([position] * len(children))
+
+    def parent_number(self, node: cst.CSTNode) -> int:
+        """The pre-order number of `node`'s parent: where an upward walk over `above` starts
+        (-1 for the module itself or a node outside this module)."""
+        number = self._number.get(id(node))
+        return -1 if number is None else self._parent_numbers[number]
 
     def parents_of(self, nodes: List[cst.CSTNode]) -> List[Optional[cst.CSTNode]]:
         """The parent of each of `nodes` (all of this module), in one pass."""

@@ -225,8 +225,7 @@ class ParameterValues:
         index = self.index
         above = index.above
         preorder = index.preorder
-        position = index.number_of.get(id(node))
-        up = -1 if position is None else above[position]
+        up = index.parent_number(node)
         while up >= 0:
             ancestor = preorder[up]
             kind = type(ancestor)

@@ -91,8 +91,7 @@ class Scopes:
         # Every node on the way up shares the answer, so the whole path is cached: later
         # questions about its neighbours stop after a step or two.
         path = [node]
-        position = index.number_of.get(id(node))
-        up = -1 if position is None else above[position]
+        up = index.parent_number(node)
         child = node
         while up >= 0:
             current = preorder[up]
