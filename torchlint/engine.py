@@ -113,12 +113,13 @@ def lint_text(
                 return parsed  # any other syntax error stays TL901
             parsed = recovered
         module = parsed
+    kept = shared is not None  # the project layer keeps this model for the files that import it
     try:
         semantic = shared
         if semantic is None:
             semantic = Semantic(module, path=path, project=project.for_file(path, module))
             if recovery is None:
-                project.remember(path, text, semantic)
+                kept = project.remember(path, text, semantic)
     except RecursionError:
         return diagnostics.failure(path, diagnostics.TOO_COMPLEX, "nesting too deep to analyse")
     linted = text if recovery is None else recovery.text
@@ -130,6 +131,8 @@ def lint_text(
         findings = [recovery.finding_in_file(finding) for finding in findings]
     result.findings.extend(findings)
     result.findings.sort(key=lambda f: f.sort_key)
+    if not kept:
+        semantic.release()
     return result
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Dict, List, Optional
 
 import libcst as cst
@@ -21,7 +22,11 @@ class Frame:
         self.function = function
         self.args = args
         self._grad = grad
-        self._resolve = resolve  # computes the grad mode of a generic frame on first use
+        # Computes the grad mode of a generic frame on first use. A bound method of the value
+        # model that keeps the frame: held weakly, so that the model and the parse tree it
+        # reads are freed by reference counting when the file is done (a cycle would keep
+        # them until a garbage collection, which the linter runs rarely).
+        self._resolve = weakref.WeakMethod(resolve) if resolve is not None else None
         self.nesting = nesting  # how many interpreted calls enclose this one
         self.key = (id(function), grad, None if args is None else tuple(sorted((k, v.key()) for k, v in args.items())))
 
@@ -29,7 +34,7 @@ class Frame:
     def grad(self) -> str:
         if self._grad is None:
             self._grad = GRAD_INHERITED  # while resolving: recursion sees the default
-            self._grad = self._resolve(self.function)
+            self._grad = self._resolve()(self.function)
         return self._grad
 
 

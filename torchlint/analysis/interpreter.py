@@ -65,7 +65,7 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
     """The value model of one module (see the module docstring). Built lazily by `Semantic`."""
 
     def __init__(self, sem) -> None:
-        self.sem = sem
+        self.sem = sem  # a cycle with `sem._values`: `Semantic.release()` breaks it
         self.index = sem.index
         self.scopes = sem.scopes
         self.flow = Flow(sem.index, sem.scopes)

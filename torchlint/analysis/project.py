@@ -107,10 +107,18 @@ def _read(path: str) -> Optional[_Parsed]:
 
 
 def _keep(path: str, parsed: _Parsed) -> None:
+    replaced = _PARSED.get(path)
+    if replaced is not None and replaced is not parsed:
+        _forget(replaced)
     _PARSED[path] = parsed
     _PARSED.move_to_end(path)
     while len(_PARSED) > MAX_KEPT:
-        _PARSED.popitem(last=False)
+        _forget(_PARSED.popitem(last=False)[1])
+
+
+def _forget(parsed: _Parsed) -> None:
+    if parsed.semantic is not None:
+        parsed.semantic.release()
 
 
 def shared_semantic(path: Optional[str], text: str):
@@ -134,20 +142,21 @@ def _fresh(parsed: _Parsed) -> bool:
     return all(digest_of(file) == digest for file, digest in project.read.items())
 
 
-def remember(path: Optional[str], text: str, semantic) -> None:
+def remember(path: Optional[str], text: str, semantic) -> bool:
     """Keep the engine's semantic model of a linted file, so a file linted later that imports
-    it does not parse it again (each file parsed once per process)."""
+    it does not parse it again (each file parsed once per process). Whether it was kept."""
     if not path or not path.endswith(".py") or semantic.project is None:
-        return
+        return False
     absolute = os.path.abspath(path)
     # Kept models are for the files of this directory, its packages and its siblings that come
     # next: those of other directories go, so that a long run holds few trees (the collector walks every one).
     below = os.path.dirname(os.path.dirname(absolute)) + os.sep  # this directory and its siblings
     for other in [p for p in _PARSED if not p.startswith(below)]:
-        del _PARSED[other]
+        _forget(_PARSED.pop(other))
     parsed = _Parsed(absolute, text_digest(text), semantic, None)
     parsed.text = text
     _keep(absolute, parsed)
+    return True
 
 
 def for_file(path: Optional[str], module: cst.Module) -> Optional["FileProject"]:

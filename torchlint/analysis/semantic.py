@@ -89,6 +89,17 @@ class Semantic:
             found = self.__dict__["_values"] = Values(self)
         return found
 
+    def release(self) -> None:
+        """Drop the value model and the other project files' saves, for a file whose analysis is
+        done. The model refers back to this object, and two files that load each other's
+        checkpoints refer to each other's models; without this they, and the whole parse trees
+        they hold, would wait for a garbage collection, which the linter runs rarely (on
+        pytorch/examples the trees of 70 files piled up: 25 MB more memory and 6,000 more page
+        faults in one run). Asking again rebuilds them, so a late question is slower, never
+        wrong."""
+        self.__dict__.pop("_values", None)
+        self.__dict__.pop("_checkpoint_project_saves", None)
+
     def elsewhere(self, node: Optional[cst.CSTNode]) -> Optional[str]:
         """Where `node` stands when it belongs to another file of the project ("utils.py:5"):
         a fact the value model took from there (a helper's `.permute()`). None for this file's
