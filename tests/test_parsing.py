@@ -64,3 +64,17 @@ def test_the_engine_parses_through_it():
 
 def test_the_fast_path_is_taken_on_the_pinned_libcst():
     assert parsing._hook_is_only_on_the_base()
+
+
+def test_the_per_node_import_shortcut_is_taken_and_stays_in_its_frame():
+    import builtins
+
+    before = builtins.__import__
+    assert parsing._native is not None  # LibCST 1.x layout: the native entry point is called directly
+    assert parsing._native_parse.__globals__["__builtins__"]["__import__"] == "".format
+    assert parsing.parse_module(b"import os\nx = os.sep\n").code == "import os\nx = os.sep\n"
+    assert builtins.__import__ is before
+    import json  # noqa: F401 - a real import after a parse still works
+
+    with pytest.raises(cst.ParserSyntaxError):  # LibCST's error class is found through the same lookup
+        parsing.parse_module("x = (\n")
