@@ -29,7 +29,10 @@ _RULES_BY_CONFIG: dict = {}
 
 def _rules_for(filename: str) -> List[Any]:
     from torchlint.config import ConfigError, load_config
-    from torchlint.engine import select_rules
+    from torchlint.startup import compiled_dataclass_methods
+
+    with compiled_dataclass_methods():  # LibCST's node classes, built from kept code
+        from torchlint.engine import select_rules
 
     start = filename if filename not in ("-", "stdin", "") and os.path.exists(filename) else os.getcwd()
     try:

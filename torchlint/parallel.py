@@ -72,9 +72,12 @@ class Linter:
             collecting = gc.isenabled()
             gc.disable()
             try:
-                from torchlint.rules import all_rules
+                from torchlint.startup import compiled_dataclass_methods
 
-                rules = all_rules()
+                with compiled_dataclass_methods():  # LibCST's node classes, built from kept code
+                    from torchlint.rules import all_rules
+
+                    rules = all_rules()
             finally:
                 gc.freeze()
                 if collecting:
@@ -106,9 +109,12 @@ class Linter:
         if self._rules_by_code is None:
             import gc
 
-            from torchlint.rules import all_rules
+            from torchlint.startup import compiled_dataclass_methods
 
-            self._rules_by_code = {rule.code: rule for rule in all_rules()}
+            with compiled_dataclass_methods():
+                from torchlint.rules import all_rules
+
+                self._rules_by_code = {rule.code: rule for rule in all_rules()}
             # LibCST, the rules and the analysis are loaded for good: keep their objects out of
             # every later garbage collection (each parse allocates enough to trigger many).
             gc.freeze()

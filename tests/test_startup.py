@@ -1,0 +1,82 @@
+"""LibCST's node classes built from code objects kept on disk (torchlint/startup.py) are the classes
+`dataclasses` builds, and a bad or missing cache file only means compiling as usual."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import pytest
+
+from torchlint import startup
+
+pytestmark = pytest.mark.skipif(not startup._supported(getattr(dataclasses, "_create_fn", None)),
+                                reason="this interpreter's dataclasses has no _create_fn to reuse")
+
+
+def _point_class():
+    @dataclasses.dataclass(frozen=True, order=True)
+    class Point:
+        x: int
+        label: str = "origin"
+        tags: tuple = dataclasses.field(default_factory=tuple)
+
+    return Point
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    path = tmp_path / "__pycache__" / "dataclass-methods.marshal"
+    monkeypatch.setattr(startup, "cache_file", lambda: str(path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    return path
+
+
+def _same_behaviour(made, stock):
+    assert made(1) == made(1) and made(1) != made(2) and made(1) < made(2)
+    assert repr(made(3, "a")) == repr(stock(3, "a")).replace(stock.__qualname__, made.__qualname__)
+    assert hash(made(4)) == hash(made(4))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made(5).x = 6
+    assert made.__init__.__annotations__ == stock.__init__.__annotations__  # objects, not strings
+    assert made.__init__.__code__.co_code == stock.__init__.__code__.co_code
+
+
+def test_first_run_compiles_and_keeps_the_code_second_run_reuses_it(cache):
+    stock = _point_class()
+    with startup.compiled_dataclass_methods():
+        first = _point_class()
+    assert cache.is_file()
+    kept = startup._load(str(cache))
+    assert kept  # the code objects of __init__, __repr__, __eq__, __lt__, ... by their text's digest
+    with startup.compiled_dataclass_methods():
+        second = _point_class()
+    assert startup._load(str(cache)).keys() == kept.keys()  # nothing new compiled, nothing rewritten
+    _same_behaviour(first, stock)
+    _same_behaviour(second, stock)
+    assert dataclasses._create_fn is not None and dataclasses._create_fn.__module__ == "dataclasses"
+
+
+def test_a_corrupt_or_foreign_file_means_compiling_as_usual(cache):
+    cache.parent.mkdir(parents=True)
+    for content in (b"", b"not marshal at all", b"\x00" * 64):
+        cache.write_bytes(content)
+        with startup.compiled_dataclass_methods():
+            made = _point_class()
+        _same_behaviour(made, _point_class())
+    assert startup._load(str(cache))  # rewritten whole by the last run
+
+
+def test_nothing_is_written_where_bytecode_is_not(cache, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    with startup.compiled_dataclass_methods():
+        _point_class()
+    assert not cache.exists()
+
+
+def test_the_stock_function_is_restored_when_an_import_fails(cache):
+    original = dataclasses._create_fn
+    with pytest.raises(RuntimeError):
+        with startup.compiled_dataclass_methods():
+            raise RuntimeError("an import failed")
+    assert dataclasses._create_fn is original
