@@ -36,13 +36,14 @@ def text_digest(text: str) -> str:
 
 
 _ROOTS: Dict[str, str] = {}
+_MARKED: Dict[str, Optional[str]] = {}  # find_root's memo: the markers of each directory looked at once
 
 
 def _root_for(path: str) -> str:
     directory = os.path.dirname(os.path.abspath(path))
     root = _ROOTS.get(directory)
     if root is None:
-        root = _ROOTS[directory] = find_root(path)
+        root = _ROOTS[directory] = find_root(path, _MARKED)
     return root
 
 
