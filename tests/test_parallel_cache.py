@@ -136,6 +136,36 @@ def test_ignored_rule_is_not_served_from_cache(tmp_path):
     assert not [f for f in again[0].findings if f.code == "TL004"]
 
 
+def test_fingerprint_is_kept_while_the_sources_are_unchanged(tmp_path, monkeypatch):
+    """The digest of torchlint's sources is reused from its memo while every file's mtime and
+    size match, recomputed (the same digest) when they do not, and not written under -B."""
+    memo = tmp_path / "fingerprint.json"
+    monkeypatch.setattr(cache_mod, "_fingerprint_memo", lambda: str(memo))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    cache_mod.fingerprint.cache_clear()
+    try:
+        first = cache_mod.fingerprint()
+        kept = json.loads(memo.read_text())
+        assert kept["digest"] == first and kept["sources"]
+        assert all(not entry[0].startswith(("verify/", "output/", "runtime/")) for entry in kept["sources"])
+        # A memo that matches is trusted: its digest is what the next run uses.
+        kept["digest"] = "0" * 32
+        memo.write_text(json.dumps(kept))
+        cache_mod.fingerprint.cache_clear()
+        assert cache_mod.fingerprint() == "0" * 32
+        # A source whose stamp changed: hashed again, to the real digest.
+        kept["sources"][0][1] += 1
+        memo.write_text(json.dumps(kept))
+        cache_mod.fingerprint.cache_clear()
+        assert cache_mod.fingerprint() == first
+        memo.unlink()
+        monkeypatch.setattr(sys, "dont_write_bytecode", True)
+        cache_mod.fingerprint.cache_clear()
+        assert cache_mod.fingerprint() == first and not memo.exists()
+    finally:
+        cache_mod.fingerprint.cache_clear()
+
+
 def test_finding_json_round_trip_with_fix_and_cell():
     finding = Finding(
         code="TL004", message="m é", path="a.ipynb", start=Location(2, 3), end=Location(2, 9),

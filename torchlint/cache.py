@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
@@ -43,20 +44,74 @@ CACHEDIR_TAG = (
 _PACKAGE = Path(__file__).resolve().parent
 
 
+_UNFINGERPRINTED = ("verify", "output", "runtime")  # the verifier, `torchlint run` and the report
+# formats do not change findings
+
+
+def _analysis_sources() -> List[Tuple[Tuple[str, ...], str, int, int]]:
+    """(path parts relative to the package, path, mtime in ns, size) of every source file the
+    fingerprint covers, in the order of its parts."""
+    found = []
+    pending = [((), str(_PACKAGE))]
+    while pending:
+        parts, directory = pending.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=True):
+                    if entry.name != "__pycache__" and not (not parts and entry.name in _UNFINGERPRINTED):
+                        pending.append((parts + (entry.name,), entry.path))
+                elif entry.name.endswith(".py"):
+                    stat = entry.stat()
+                    found.append((parts + (entry.name,), entry.path, stat.st_mtime_ns, stat.st_size))
+            except OSError:
+                continue
+    found.sort()
+    return found
+
+
+def _fingerprint_memo() -> str:
+    return os.path.join(str(_PACKAGE), "__pycache__", "fingerprint.json")
+
+
 @lru_cache(maxsize=1)
 def fingerprint() -> str:
-    """A hash of torchlint's analysis code: any edit to a rule or the engine changes it."""
+    """A hash of torchlint's analysis code: any edit to a rule or the engine changes it.
+
+    Reading and hashing those ~130 files is 5-10 ms of every cached run, so the digest is kept
+    in `__pycache__/fingerprint.json` with each file's modification time (ns) and size, the test
+    Python applies to its own bytecode, and reused while they all match; written only where
+    bytecode may be written."""
+    sources = _analysis_sources()
+    stamps = [["/".join(parts), mtime, size] for parts, _path, mtime, size in sources]
+    memo = _fingerprint_memo()
+    try:
+        with open(memo, "rb") as handle:
+            kept = json.loads(handle.read())
+        if kept["version"] == __version__ and kept["sources"] == stamps and isinstance(kept["digest"], str):
+            return kept["digest"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # missing, unreadable or stale: hash the sources
     digest = blake2b(__version__.encode(), digest_size=32)
-    for path in sorted(_PACKAGE.rglob("*.py")):
-        relative = path.relative_to(_PACKAGE).as_posix()
-        if relative.startswith(("verify/", "output/", "runtime/")):
-            continue  # the verifier, `torchlint run` and the report formats do not change findings
+    for (relative, _mtime, _size), (_parts, path, _m, _s) in zip(stamps, sources):
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as handle:
+                data = handle.read()
         except OSError:
             continue
         digest.update(relative.encode() + b"\0" + data + b"\0")
-    return digest.hexdigest()[:32]
+    result = digest.hexdigest()[:32]
+    if not sys.dont_write_bytecode:
+        try:
+            os.makedirs(os.path.dirname(memo), exist_ok=True)
+            _write_entry(os.path.dirname(memo), os.path.basename(memo),
+                         json.dumps({"version": __version__, "digest": result, "sources": stamps}).encode())
+        except OSError:
+            pass  # a read-only installation: hash again next time
+    return result
 
 
 # --- Finding <-> JSON ---------------------------------------------------------------------------
