@@ -246,19 +246,35 @@ def test_concurrent_processes_share_one_cache(tmp_path):
     assert json.loads(again.stdout) == reports[0]
 
 
-def test_warm_run_imports_no_parser(tmp_path):
+@pytest.mark.parametrize("options, config", [
+    ([], None),
+    (["--ignore", "TL003", "--extend-select", "TL1"], None),  # validating codes imports no rule
+    ([], '[tool.torchlint]\nignore = ["TL005"]\nper-file-ignores = {"x.py" = ["TL1"]}\n'),
+])
+def test_warm_run_imports_no_parser(tmp_path, options, config):
     files = write_bad_files(tmp_path, 10)
+    if config is not None:
+        (tmp_path / "pyproject.toml").write_text(config)
     code = (
         "import sys\n"
         "from torchlint.cli import main\n"
-        f"rc = main(['-q', '--cache-dir', {str(tmp_path / 'c')!r}, *{files!r}])\n"
+        f"rc = main(['-q', '--cache-dir', {str(tmp_path / 'c')!r}, *{options!r}, *{files!r}])\n"
         "assert rc == 1, rc\n"
         "print('libcst' in sys.modules)\n"
     )
-    first = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    second = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    cwd = tmp_path if config is not None else ROOT
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    first = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    second = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
     assert first.stdout.strip().endswith("True"), first.stderr
     assert second.stdout.strip().endswith("False"), second.stderr
+
+
+def test_rule_codes_from_file_names_are_the_rules_codes():
+    from torchlint.rule_codes import known_rule_codes
+    from torchlint.rules import all_codes
+
+    assert known_rule_codes() == all_codes()
 
 
 # --- pre-filter ----------------------------------------------------------------------------

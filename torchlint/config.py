@@ -104,10 +104,10 @@ def _codes(value, key: str, source: Path) -> List[str]:
 
 
 def validate_codes(codes: Sequence[str], where: str) -> None:
-    from torchlint.rules import all_codes
     from torchlint.diagnostics import ALL as DIAGNOSTIC_CODES
+    from torchlint.rule_codes import known_rule_codes  # without importing the rules (and LibCST)
 
-    known = all_codes() + list(DIAGNOSTIC_CODES)
+    known = known_rule_codes() + list(DIAGNOSTIC_CODES)
     for code in codes:
         code = code.strip().upper()
         if code == "ALL":

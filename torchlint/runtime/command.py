@@ -446,9 +446,9 @@ def _runtime_only(code: str) -> bool:
 
 
 def _registered(code: str) -> bool:
-    from torchlint.rules import all_codes
+    from torchlint.rule_codes import known_rule_codes
 
-    return any(c.startswith(code) for c in all_codes())
+    return any(c.startswith(code) for c in known_rule_codes())
 
 
 def _selected(code: str, select: Sequence[str], ignore: Sequence[str]) -> bool:
