@@ -270,6 +270,24 @@ def test_warm_run_imports_no_parser(tmp_path, options, config):
     assert second.stdout.strip().endswith("False"), second.stderr
 
 
+def test_a_miss_beside_a_manifest_imports_libcst_through_the_startup_cache(tmp_path):
+    """Pre-commit's usual run: the cache holds the rule manifest, the changed file misses. LibCST
+    must then be imported inside startup.compiled_dataclass_methods (the rules' import), not first
+    by the engine's module, which would compile LibCST's generated methods from source again."""
+    files = write_bad_files(tmp_path, 2)
+    code = (
+        "import sys\n"
+        "from torchlint.cli import main\n"
+        f"main(['-q', '--cache-dir', {str(tmp_path / 'c')!r}, sys.argv[1]])\n"
+        "names = list(sys.modules)\n"
+        "print(names.index('torchlint.startup') < names.index('libcst'))\n"
+    )
+    for path in files:  # the first run writes the manifest; the second misses beside it
+        run = subprocess.run([sys.executable, "-c", code, path], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+        assert run.stdout.strip().endswith("True"), run.stdout + run.stderr
+
+
 def test_rule_codes_from_file_names_are_the_rules_codes():
     from torchlint.rule_codes import known_rule_codes
     from torchlint.rules import all_codes

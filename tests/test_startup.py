@@ -28,6 +28,7 @@ def _point_class():
 def cache(tmp_path, monkeypatch):
     path = tmp_path / "__pycache__" / "dataclass-methods.marshal"
     monkeypatch.setattr(startup, "cache_file", lambda: str(path))
+    monkeypatch.setattr(startup, "_LOADED", {})  # as in a new process: the file is read again
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     return path
 
@@ -47,11 +48,12 @@ def test_first_run_compiles_and_keeps_the_code_second_run_reuses_it(cache):
     with startup.compiled_dataclass_methods():
         first = _point_class()
     assert cache.is_file()
-    kept = startup._load(str(cache))
+    kept = startup._read_table(str(cache))
     assert kept  # the code objects of __init__, __repr__, __eq__, __lt__, ... by their text's digest
+    startup._LOADED.clear()  # a second process
     with startup.compiled_dataclass_methods():
         second = _point_class()
-    assert startup._load(str(cache)).keys() == kept.keys()  # nothing new compiled, nothing rewritten
+    assert startup._read_table(str(cache)).keys() == kept.keys()  # nothing new compiled, nothing rewritten
     _same_behaviour(first, stock)
     _same_behaviour(second, stock)
     assert dataclasses._create_fn is not None and dataclasses._create_fn.__module__ == "dataclasses"
@@ -61,10 +63,22 @@ def test_a_corrupt_or_foreign_file_means_compiling_as_usual(cache):
     cache.parent.mkdir(parents=True)
     for content in (b"", b"not marshal at all", b"\x00" * 64):
         cache.write_bytes(content)
+        startup._LOADED.clear()  # each as a new process reading that file
         with startup.compiled_dataclass_methods():
             made = _point_class()
         _same_behaviour(made, _point_class())
-    assert startup._load(str(cache))  # rewritten whole by the last run
+    assert startup._read_table(str(cache))  # rewritten whole by the last run
+
+
+def test_one_process_reads_the_file_once_and_reuses_what_it_compiled(cache, monkeypatch):
+    with startup.compiled_dataclass_methods():
+        _point_class()
+    monkeypatch.setattr(startup, "_read_table", lambda path: pytest.fail("read again"))
+    compiled = []
+    monkeypatch.setattr(startup, "compile", lambda *a, **k: compiled.append(a) or compile(*a, **k), raising=False)
+    with startup.compiled_dataclass_methods():  # e.g. the engine's import, then the rules'
+        _point_class()
+    assert not compiled
 
 
 def test_nothing_is_written_where_bytecode_is_not(cache, monkeypatch):

@@ -6,9 +6,14 @@ from typing import Dict, List, Sequence, Tuple
 
 from torchlint import diagnostics
 from torchlint.config import Config
-from torchlint.engine import lint_bytes, select_rules
 from torchlint.finding import FileResult
-from torchlint.rules.base import Rule
+from torchlint.startup import compiled_dataclass_methods
+
+# Whichever path imports the engine first (stdin, a pre-commit run whose cache already holds the
+# rule manifest, a worker), LibCST's node classes are built from the kept code (startup.py).
+with compiled_dataclass_methods():
+    from torchlint.engine import lint_bytes, select_rules
+    from torchlint.rules.base import Rule
 
 _RULES_CACHE: Dict[Tuple[Tuple[str, ...], Tuple[str, ...]], List[Rule]] = {}
 

@@ -37,7 +37,17 @@ def _magic() -> bytes:
     return bytes(_frozen_importlib_external.MAGIC_NUMBER)
 
 
+_LOADED: Dict[str, Dict[bytes, object]] = {}  # path -> its table, read once per process
+
+
 def _load(path: str) -> Dict[bytes, object]:
+    table = _LOADED.get(path)
+    if table is None:
+        table = _LOADED[path] = _read_table(path)
+    return table
+
+
+def _read_table(path: str) -> Dict[bytes, object]:
     import marshal
 
     try:
@@ -81,7 +91,7 @@ def compiled_dataclass_methods() -> Iterator[None]:
     from torchlint.digest import blake2b
 
     path = cache_file()
-    known = _load(path)
+    known = _load(path)  # shared by every block of this process: what one compiles, later ones reuse
     made: Dict[bytes, object] = {}
     missing = dataclasses.MISSING
 
@@ -113,6 +123,6 @@ def compiled_dataclass_methods() -> Iterator[None]:
         yield
     finally:
         dataclasses._create_fn = original
+        known.update(made)
         if made and not sys.dont_write_bytecode:
-            known.update(made)
             _save(path, known)
