@@ -94,3 +94,20 @@ def test_the_stock_function_is_restored_when_an_import_fails(cache):
         with startup.compiled_dataclass_methods():
             raise RuntimeError("an import failed")
     assert dataclasses._create_fn is original
+
+
+def test_the_collector_is_off_inside_and_restored_after(cache):
+    import gc
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        with startup.compiled_dataclass_methods():
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        gc.disable()
+        with startup.compiled_dataclass_methods():
+            pass
+        assert not gc.isenabled()  # a linter that runs with the collector off keeps it off
+    finally:
+        (gc.enable if was else gc.disable)()

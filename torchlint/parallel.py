@@ -65,23 +65,13 @@ class Linter:
 
     def _all(self) -> List[Tuple[str, Tuple[str, ...], bool]]:
         if self.manifest is None:
-            import gc
+            from torchlint.startup import compiled_dataclass_methods
 
-            # Importing LibCST and the rules makes objects that live as long as the process: the
-            # collector would only rescan them (some sixty collections, about 8 ms of a cold run).
-            collecting = gc.isenabled()
-            gc.disable()
-            try:
-                from torchlint.startup import compiled_dataclass_methods
+            # LibCST's node classes built from kept code, with the collector off (startup.py).
+            with compiled_dataclass_methods():
+                from torchlint.rules import all_rules
 
-                with compiled_dataclass_methods():  # LibCST's node classes, built from kept code
-                    from torchlint.rules import all_rules
-
-                    rules = all_rules()
-            finally:
-                gc.freeze()
-                if collecting:
-                    gc.enable()
+                rules = all_rules()
             self.manifest = [(rule.code, tuple(rule.triggers), rule.cross_file_triggers) for rule in rules]
             if self.cache is not None:
                 self.cache.save_manifest(rules)
@@ -111,13 +101,13 @@ class Linter:
 
             from torchlint.startup import compiled_dataclass_methods
 
+            # LibCST, the rules and the analysis are loaded for good: the block keeps their
+            # objects out of every later garbage collection (each parse allocates enough to
+            # trigger many).
             with compiled_dataclass_methods():
                 from torchlint.rules import all_rules
 
                 self._rules_by_code = {rule.code: rule for rule in all_rules()}
-            # LibCST, the rules and the analysis are loaded for good: keep their objects out of
-            # every later garbage collection (each parse allocates enough to trigger many).
-            gc.freeze()
             # Nearly everything a lint allocates dies by reference counting; what the collector
             # would scan, again and again, is the live parse trees (the file's, and the project
             # files kept for the files that import them): 15-20% of a cold run. Collect only
