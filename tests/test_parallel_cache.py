@@ -288,6 +288,24 @@ def test_a_miss_beside_a_manifest_imports_libcst_through_the_startup_cache(tmp_p
         assert run.stdout.strip().endswith("True"), run.stdout + run.stderr
 
 
+@pytest.mark.parametrize("options", [["--output-format", "sarif"], ["--list-rules"]])
+def test_paths_that_need_every_rule_import_them_through_the_startup_cache(tmp_path, options):
+    """SARIF's rule descriptors and the rule listings import every rule (their docs): through
+    startup.compiled_dataclass_methods, never the stock LibCST import."""
+    files = write_bad_files(tmp_path, 1)
+    code = (
+        "import sys, io, contextlib\n"
+        "from torchlint.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['--cache-dir', {str(tmp_path / 'c')!r}, '--exit-zero', *{options!r}, *{files!r}])\n"
+        "names = list(sys.modules)\n"
+        "print(names.index('torchlint.startup') < names.index('libcst'))\n"
+    )
+    for _ in range(2):  # cold, then warm (where only the descriptors need LibCST)
+        run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert run.stdout.strip().endswith("True"), run.stdout + run.stderr
+
+
 def test_rule_codes_from_file_names_are_the_rules_codes():
     from torchlint.rule_codes import known_rule_codes
     from torchlint.rules import all_codes

@@ -258,9 +258,9 @@ def lint_run(run: LintRun):
 
 
 def list_rules() -> int:
-    from torchlint.rules import all_rules
+    from torchlint.startup import import_rules
 
-    for rule in all_rules():
+    for rule in import_rules().all_rules():
         fix = "[*]" if rule.fix_availability != "none" else "   "
         sys.stdout.write(f"{rule.code}  {fix} {rule.name:<32} {rule.summary}\n")
     return EXIT_CLEAN
@@ -281,7 +281,10 @@ def rule_docs(rule) -> str:
 
 
 def print_rule_docs(argv: List[str]) -> int:
-    from torchlint.rules import all_rules, get_rule
+    from torchlint.startup import import_rules
+
+    rules = import_rules()
+    all_rules, get_rule = rules.all_rules, rules.get_rule
 
     if argv == ["--all"]:
         sys.stdout.write("\n".join(rule_docs(rule) for rule in all_rules()))

@@ -35,10 +35,10 @@ def _what_it_does(docs: str, section: str = "## What it does") -> str:
 
 def rule_descriptors() -> List[dict]:
     from torchlint import diagnostics
-    from torchlint.rules import all_rules
+    from torchlint.startup import import_rules
 
     descriptors = []
-    for rule in all_rules():
+    for rule in import_rules().all_rules():
         docs = rule.docs.strip()
         descriptors.append({
             "id": rule.code,
