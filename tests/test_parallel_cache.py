@@ -288,10 +288,10 @@ def test_a_miss_beside_a_manifest_imports_libcst_through_the_startup_cache(tmp_p
         assert run.stdout.strip().endswith("True"), run.stdout + run.stderr
 
 
-@pytest.mark.parametrize("options", [["--output-format", "sarif"], ["--list-rules"]])
+@pytest.mark.parametrize("options", [["--output-format", "sarif"], ["--list-rules"], ["--diff"]])
 def test_paths_that_need_every_rule_import_them_through_the_startup_cache(tmp_path, options):
-    """SARIF's rule descriptors and the rule listings import every rule (their docs): through
-    startup.compiled_dataclass_methods, never the stock LibCST import."""
+    """SARIF's rule descriptors and the rule listings import every rule (their docs), and --diff
+    the fixer: through startup.compiled_dataclass_methods, never the stock LibCST import."""
     files = write_bad_files(tmp_path, 1)
     code = (
         "import sys, io, contextlib\n"

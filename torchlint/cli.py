@@ -231,7 +231,10 @@ def _with_output_file(run: LintRun) -> int:
 def execute(run: LintRun) -> int:
     args = run.args
     if args.fix or args.diff:
-        from torchlint.fixer import run_fix_mode
+        from torchlint.startup import compiled_dataclass_methods
+
+        with compiled_dataclass_methods():  # the fixer imports LibCST: through the kept code
+            from torchlint.fixer import run_fix_mode
 
         return run_fix_mode(run)
     from torchlint.report import shown
