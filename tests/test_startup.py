@@ -111,3 +111,17 @@ def test_the_collector_is_off_inside_and_restored_after(cache):
         assert not gc.isenabled()  # a linter that runs with the collector off keeps it off
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_only_a_block_that_imports_something_freezes(cache, monkeypatch):
+    import gc
+
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    with startup.compiled_dataclass_methods():
+        pass  # what the flake8 plugin's block does for every file after the first
+    assert not frozen
+    monkeypatch.delitem(sys.modules, "json.tool", raising=False)
+    with startup.compiled_dataclass_methods():
+        import json.tool  # noqa: F401
+    assert frozen
