@@ -65,13 +65,9 @@ class Linter:
 
     def _all(self) -> List[Tuple[str, Tuple[str, ...], bool]]:
         if self.manifest is None:
-            from torchlint.startup import compiled_dataclass_methods
+            from torchlint.startup import import_rules
 
-            # LibCST's node classes built from kept code, with the collector off (startup.py).
-            with compiled_dataclass_methods():
-                from torchlint.rules import all_rules
-
-                rules = all_rules()
+            rules = import_rules().all_rules()  # LibCST's classes from kept code, collector off
             self.manifest = [(rule.code, tuple(rule.triggers), rule.cross_file_triggers) for rule in rules]
             if self.cache is not None:
                 self.cache.save_manifest(rules)
@@ -99,15 +95,12 @@ class Linter:
         if self._rules_by_code is None:
             import gc
 
-            from torchlint.startup import compiled_dataclass_methods
+            from torchlint.startup import import_rules
 
-            # LibCST, the rules and the analysis are loaded for good: the block keeps their
+            # LibCST, the rules and the analysis are loaded for good: their import keeps their
             # objects out of every later garbage collection (each parse allocates enough to
             # trigger many).
-            with compiled_dataclass_methods():
-                from torchlint.rules import all_rules
-
-                self._rules_by_code = {rule.code: rule for rule in all_rules()}
+            self._rules_by_code = {rule.code: rule for rule in import_rules().all_rules()}
             # Nearly everything a lint allocates dies by reference counting; what the collector
             # would scan, again and again, is the live parse trees (the file's, and the project
             # files kept for the files that import them): 15-20% of a cold run. Collect only

@@ -152,8 +152,8 @@ def _kept_dataclass_code() -> Iterator[None]:
 
 def import_rules():
     """`torchlint.rules` (and LibCST with it) imported through `compiled_dataclass_methods()`:
-    for the paths that need every rule's metadata (SARIF's rule descriptors, `--list-rules`,
-    `torchlint rule CODE`)."""
+    for the linter, and for the paths that need every rule's metadata (SARIF's rule descriptors,
+    `--list-rules`, `torchlint rule CODE`)."""
     with compiled_dataclass_methods():
         import torchlint.rules as rules
     return rules
