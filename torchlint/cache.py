@@ -44,13 +44,13 @@ CACHEDIR_TAG = (
 _PACKAGE = Path(__file__).resolve().parent
 
 
-_UNFINGERPRINTED = ("verify", "output", "runtime")  # the verifier, `torchlint run` and the report
-# formats do not change findings
+# The verifier, `torchlint run` and the report formats do not change findings.
+_UNFINGERPRINTED = ("verify", "output", "runtime")
 
 
-def _analysis_sources() -> List[Tuple[Tuple[str, ...], str, int, int]]:
-    """(path parts relative to the package, path, mtime in ns, size) of every source file the
-    fingerprint covers, in the order of its parts."""
+def _analysis_sources() -> List[Tuple[str, str, int, int]]:
+    """(path relative to the package with `/`, path, mtime in ns, size) of every source file the
+    fingerprint covers, ordered by the relative path's parts."""
     found = []
     pending = [((), str(_PACKAGE))]
     while pending:
@@ -70,7 +70,7 @@ def _analysis_sources() -> List[Tuple[Tuple[str, ...], str, int, int]]:
             except OSError:
                 continue
     found.sort()
-    return found
+    return [("/".join(parts), path, mtime, size) for parts, path, mtime, size in found]
 
 
 def _fingerprint_memo() -> str:
@@ -86,7 +86,7 @@ def fingerprint() -> str:
     Python applies to its own bytecode, and reused while they all match; written only where
     bytecode may be written."""
     sources = _analysis_sources()
-    stamps = [["/".join(parts), mtime, size] for parts, _path, mtime, size in sources]
+    stamps = [[relative, mtime, size] for relative, _path, mtime, size in sources]
     memo = _fingerprint_memo()
     try:
         with open(memo, "rb") as handle:
@@ -96,7 +96,7 @@ def fingerprint() -> str:
     except (OSError, ValueError, KeyError, TypeError):
         pass  # missing, unreadable or stale: hash the sources
     digest = blake2b(__version__.encode(), digest_size=32)
-    for (relative, _mtime, _size), (_parts, path, _m, _s) in zip(stamps, sources):
+    for relative, path, _mtime, _size in sources:
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
@@ -107,8 +107,7 @@ def fingerprint() -> str:
     if not sys.dont_write_bytecode:
         try:
             os.makedirs(os.path.dirname(memo), exist_ok=True)
-            _write_entry(os.path.dirname(memo), os.path.basename(memo),
-                         json.dumps({"version": __version__, "digest": result, "sources": stamps}).encode())
+            _atomic_write(Path(memo), json.dumps({"version": __version__, "digest": result, "sources": stamps}).encode())
         except OSError:
             pass  # a read-only installation: hash again next time
     return result
