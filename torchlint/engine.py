@@ -207,7 +207,7 @@ def to_findings(
         if report.fix is not None:
             for edit in report.fix.edits:
                 targets.extend(_edited_nodes(edit))
-    ranges = node_ranges(module, targets, index)
+    ranges = node_ranges(module, targets, index, text)
     lines = text.splitlines(keepends=True)
     findings: List[Finding] = []
     seen = set()

@@ -118,14 +118,21 @@ class _TargetedCodegenState(CodegenState):
                 raise _AllFound
 
 
-def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode], index=None) -> Dict[cst.CSTNode, Tuple[Point, Point]]:
+def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode], index=None,
+                text: Optional[str] = None) -> Dict[cst.CSTNode, Tuple[Point, Point]]:
     """The syntactic (start, end) of each node in `nodes`, as PositionProvider would give them.
 
-    With the module's `index` (parent links), the top-level statements that hold no requested
-    node are generated without the bookkeeping, as plain text whose lines are counted."""
+    With the module's `index` (parent links) and the `text` it was parsed from, only the
+    statement around each node is generated, and where it stands is found in the text. Without
+    the text, the top-level statements that hold no requested node are generated without the
+    bookkeeping, as plain text whose lines are counted."""
     targets = set(nodes)
     if not targets:
         return {}
+    if index is not None and text is not None:
+        found = _ranges_in_text(module, targets, index, text)
+        if found is not None:
+            return found
     state = _TargetedCodegenState(
         default_indent=module.default_indent,
         default_newline=module.default_newline,
@@ -150,6 +157,78 @@ def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode], index=None) ->
     except _AllFound:
         pass
     return state.ranges
+
+
+def _ranges_in_text(module: cst.Module, targets: Set[cst.CSTNode], index, text: str
+                    ) -> Optional[Dict[cst.CSTNode, Tuple[Point, Point]]]:
+    """The ranges of `targets`, each found by generating only the innermost statement around it
+    (with its blocks' indentation, so that its code is the file's text) up to the node, and
+    finding that code in `text`. A statement's code that occurs more than once is not proof of
+    where it stands: the enclosing statement is tried, and None (generate the module) when even
+    a top-level statement is ambiguous or a node lies outside the module's statements."""
+    parent = index.parent.get
+    statement_types = _STATEMENT_TYPES
+    groups: Dict[int, Tuple[List[cst.CSTNode], List[cst.CSTNode]]] = {}
+    for node in targets:
+        chain: List[cst.CSTNode] = []  # the statements around `node`, innermost first
+        current: Optional[cst.CSTNode] = node
+        while current is not None and current is not module:
+            if isinstance(current, statement_types):
+                chain.append(current)
+            current = parent(current)
+        if current is not module or not chain:
+            return None
+        group = groups.get(id(chain[0]))
+        if group is None:
+            groups[id(chain[0])] = (chain, [node])
+        else:
+            group[1].append(node)
+    ranges: Dict[cst.CSTNode, Tuple[Point, Point]] = {}
+    for chain, nodes in groups.values():
+        for statement in chain:
+            found = _ranges_in_statement(module, statement, nodes, index, text)
+            if found is not None:
+                ranges.update(found)
+                break
+        else:
+            return None
+    return ranges
+
+
+def _ranges_in_statement(module: cst.Module, statement: cst.CSTNode, nodes: List[cst.CSTNode], index,
+                         text: str) -> Optional[Dict[cst.CSTNode, Tuple[Point, Point]]]:
+    state = _TargetedCodegenState(
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        targets=set(nodes),
+        target_ids={id(node) for node in nodes},
+    )
+    state.indent_tokens = [
+        module.default_indent if block.indent is None else block.indent
+        for block in reversed(list(index.ancestors(statement))) if type(block) is cst.IndentedBlock
+    ]
+    above = index.parent.get(statement)
+    try:
+        if type(statement) is cst.If and type(above) is cst.If and above.orelse is statement:
+            statement._codegen(state, is_elif=True)  # spelled `elif` only by the `if` it continues
+        else:
+            statement._codegen(state)
+    except _AllFound:
+        pass
+    if len(state.ranges) != len(nodes):
+        return None
+    code = "".join(state.tokens)  # the statement's code up to the last node's end
+    start = text.find(code)
+    if start < 0 or text.find(code, start + 1) >= 0:
+        return None
+    if start and text[start - 1] not in "\r\n":  # a statement starts a line
+        return None
+    lines = text.count("\n", 0, start) + text.count("\r", 0, start) - text.count("\r\n", 0, start)
+    return {node: ((line + lines, column), (end_line + lines, end_column))
+            for node, ((line, column), (end_line, end_column)) in state.ranges.items()}
+
+
+_STATEMENT_TYPES = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
 
 
 def _statements_holding(module: cst.Module, targets: Set[cst.CSTNode], index) -> Optional[Set[int]]:
