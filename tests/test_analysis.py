@@ -492,3 +492,15 @@ def test_view_must_merge_uses_a_known_rank():
     view = last_view(semantic)
     layout = semantic.values.of(view.func.value).layout
     assert layout.base_rank == 4 and shapes.view_must_merge_reordered(layout, view)
+
+
+def test_calls_named_finds_function_and_method_calls_in_document_order():
+    from torchlint.analysis.index import Index
+    from torchlint.parsing import parse_module
+
+    module = parse_module("a.f().step()\nstep(x)\nopt.step\nx.step(y.append(1))\nappend = 1\n")
+    index = Index(module)
+    found = index.calls_named(("step", "append", "f"))
+    assert [module.code_for_node(call) for call in found] == [
+        "a.f().step()", "a.f()", "step(x)", "x.step(y.append(1))", "y.append(1)"]
+    assert found == [call for call in index.nodes(cst.Call) if call in found]

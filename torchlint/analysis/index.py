@@ -322,6 +322,23 @@ class Index:
                 found.append(above)
         return found
 
+    def calls_named(self, spellings) -> List[cst.Call]:
+        """Every call `name(...)` or `<x>.name(...)` with `name` one of `spellings`, in document
+        order: what a rule about `.step()` or `.append()` looks at, found from the name table
+        instead of by looking at every call."""
+        call_type, attribute_type = cst.Call, cst.Attribute
+        found = []
+        parent = self.parent.get
+        for name in self.names_spelled_any(spellings):
+            above = parent(name)
+            if type(above) is attribute_type and above.attr is name:
+                name, above = above, parent(above)
+            if type(above) is call_type and above.func is name:
+                found.append(above)
+        number = self._number
+        found.sort(key=lambda call: number[id(call)])  # `a.f().g()`: `g`'s call comes first
+        return found
+
     def _name_table(self) -> Dict[str, List[int]]:
         """Spelling -> pre-order numbers of the `Name` nodes spelled so, in document order (built
         by the walk)."""

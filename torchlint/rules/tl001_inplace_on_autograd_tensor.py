@@ -116,6 +116,10 @@ whole module in the same function: `fused = nn.Conv2d(...).requires_grad_(False)
 - https://pytorch.org/docs/stable/generated/torch.no_grad.html
 """
 
+    def candidates(self, node_type, semantic):
+        # Only an in-place method call mutates among calls (`autograd.inplace_method`).
+        return semantic.index.calls_named(autograd.INPLACE_METHODS) if node_type is cst.Call else None
+
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic
         found = autograd.mutation_target(sem, node)

@@ -13,6 +13,8 @@ from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, InsertBefore, Rule, RuleContext
 
 
+_CALLS_LOOKED_AT = frozenset(("zero_grad", "step", "add_", "sub_", "copy_"))
+
 class StepWithoutZeroGrad(Rule):
     code = "TL002"
     name = "step-without-zero-grad"
@@ -86,6 +88,10 @@ in a way the analysis cannot see would lose that accumulation. No fix is offered
 - https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html
 - https://pytorch.org/tutorials/recipes/recipes/zeroing_out_gradients.html
 """
+
+    def candidates(self, node_type, semantic):
+        # The calls `check` looks at: `zero_grad()`, `.step()`, and a manual update's `.add_()`.
+        return semantic.index.calls_named(_CALLS_LOOKED_AT) if node_type is cst.Call else None
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic

@@ -126,6 +126,9 @@ accumulator becomes a Python float instead of a tensor.
 - https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html
 """
 
+    def candidates(self, node_type, semantic):
+        return semantic.index.calls_named(("append", "extend")) if node_type is cst.Call else None
+
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         growth = self._growth(node)
         if growth is None:

@@ -68,6 +68,9 @@ the intermediate's (`retain_grad()`); the tool cannot tell which.
 - https://pytorch.org/docs/stable/generated/torch.Tensor.retain_grad.html
 """
 
+    def candidates(self, node_type, semantic):
+        return semantic.index.attributes_named(("grad",))
+
     def check(self, node: cst.Attribute, ctx: RuleContext) -> None:
         if node.attr.value != "grad" or not isinstance(node.value, cst.Name):
             return

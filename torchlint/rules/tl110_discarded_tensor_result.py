@@ -93,6 +93,10 @@ tensor (the point of the fix), so the program's results change.
 - https://pytorch.org/docs/stable/notes/cuda.html
 """
 
+    def candidates(self, node_type, semantic):
+        # Only a call that is a whole statement discards its result.
+        return [statement.value for statement in semantic.index.nodes(cst.Expr) if type(statement.value) is cst.Call]
+
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         sem = ctx.semantic
         if not sem.is_expression_statement(node):
