@@ -125,3 +125,35 @@ def test_only_a_block_that_imports_something_freezes(cache, monkeypatch):
     with startup.compiled_dataclass_methods():
         import json.tool  # noqa: F401
     assert frozen
+
+
+_COMMAND_SCRIPT = """
+import builtins, sys
+from torchlint import startup
+startup.cache_file = lambda: sys.argv[1]
+sys.dont_write_bytecode = False
+compiled = []
+real_compile = builtins.compile
+def counting(source, filename, *args, **kwargs):
+    if filename == "<string>":
+        compiled.append(source)
+    return real_compile(source, filename, *args, **kwargs)
+builtins.compile = counting
+from torchlint import cli
+try:
+    cli.main(["--version"])
+except SystemExit:
+    pass
+print(len(compiled), "torchlint.finding" in sys.modules and "torchlint.config" in sys.modules)
+"""
+
+
+def test_the_command_builds_its_findings_and_config_dataclasses_from_the_kept_code(tmp_path):
+    import subprocess
+
+    table = tmp_path / "dataclass-methods.marshal"
+    runs = [subprocess.run([sys.executable, "-c", _COMMAND_SCRIPT, str(table)], capture_output=True, text=True,
+                           timeout=120) for _ in range(2)]
+    first, second = (run.stdout.splitlines()[-1].split() for run in runs)
+    assert int(first[0]) > 0 and first[1] == "True", runs[0].stderr  # the first run compiles and keeps
+    assert second == ["0", "True"], runs[1].stderr  # the next one compiles none of them again

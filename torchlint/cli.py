@@ -148,6 +148,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _main(argv: List[str]) -> int:
+    from torchlint.startup import compiled_dataclass_methods
+
+    with compiled_dataclass_methods():  # their dataclasses' methods: the kept code, not compiled
+        import torchlint.config, torchlint.discovery, torchlint.output  # noqa: F401, E401
     if argv[:1] == ["rule"]:
         return print_rule_docs(argv[1:])
     if argv[:1] == ["run"]:  # executes the user's script: torch is imported only here
