@@ -157,3 +157,39 @@ def test_the_command_builds_its_findings_and_config_dataclasses_from_the_kept_co
     first, second = (run.stdout.splitlines()[-1].split() for run in runs)
     assert int(first[0]) > 0 and first[1] == "True", runs[0].stderr  # the first run compiles and keeps
     assert second == ["0", "True"], runs[1].stderr  # the next one compiles none of them again
+
+
+_LINT_SCRIPT = """
+import builtins, sys
+from torchlint import startup
+startup.cache_file = lambda: sys.argv[1]
+sys.dont_write_bytecode = False
+built_from_text = set()
+real_exec = builtins.exec
+def watching(source, *args, **kwargs):
+    if isinstance(source, str) and "def __create_fn__" in source:  # dataclasses compiling a method
+        frame = sys._getframe(1)
+        while frame is not None and "cls" not in frame.f_locals:
+            frame = frame.f_back
+        if frame is not None:
+            built_from_text.add(frame.f_locals["cls"].__module__)
+    return real_exec(source, *args, **kwargs)
+builtins.exec = watching
+from torchlint import cli
+cli.main(["--no-cache", "--exit-zero", "-q", sys.argv[2]])
+print(" ".join(sorted(m for m in built_from_text if m.startswith(("torchlint", "libcst")))) or "-")
+"""
+
+
+def test_a_lint_run_builds_the_rules_and_analysis_dataclasses_from_the_kept_code(tmp_path):
+    import subprocess
+
+    table = tmp_path / "dataclass-methods.marshal"
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nx = torch.zeros(2, requires_grad=True)\nx.add_(1)\n")
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", _LINT_SCRIPT, str(table), str(script)], capture_output=True,
+                             text=True, timeout=120)
+    built = set(run.stdout.splitlines()[-1].split()) - {"-"}
+    # Only the command's own module, whose dataclass is made as it is imported, before any block.
+    assert built <= {"torchlint.cli", "torchlint.source"}, (built, run.stderr)

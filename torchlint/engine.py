@@ -18,9 +18,9 @@ from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.positions import node_ranges
 from torchlint.prefilter import cpython_syntax_error, syntax_ok, too_deep
-from torchlint.rules import all_rules
 from torchlint.rules.base import InsertBefore, Rebracket, Replace, Report, Rule, RuleContext
 from torchlint.source import SourceError, decode_source
+from torchlint.startup import import_rules
 from torchlint.suppression import Suppressions
 from torchlint.positions import code_for_node
 
@@ -34,7 +34,7 @@ def select_rules(select: Optional[Iterable[str]] = None, ignore: Iterable[str] =
     ignored = tuple(ignore)
     return [
         rule
-        for rule in all_rules()
+        for rule in import_rules().all_rules()  # the rule modules load through the kept dataclass code
         if rule.code.startswith(selected) and not (ignored and rule.code.startswith(ignored))
     ]
 

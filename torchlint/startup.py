@@ -153,7 +153,10 @@ def _kept_dataclass_code() -> Iterator[None]:
 def import_rules():
     """`torchlint.rules` (and LibCST with it) imported through `compiled_dataclass_methods()`:
     for the linter, and for the paths that need every rule's metadata (SARIF's rule descriptors,
-    `--list-rules`, `torchlint rule CODE`)."""
+    `--list-rules`, `torchlint rule CODE`). The registry is filled inside the block too: the rule
+    modules, and the analysis modules they import, are only imported when it is."""
     with compiled_dataclass_methods():
         import torchlint.rules as rules
+
+        rules.all_rules()
     return rules
