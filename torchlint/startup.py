@@ -52,7 +52,9 @@ def _read_table(path: str) -> Dict[bytes, object]:
 
     try:
         with open(path, "rb") as handle:
-            magic, table = marshal.load(handle)
+            # `marshal.load(handle)` reads through the file object a few bytes at a time: 16-21 ms
+            # for this table, against 1-3 ms for one read and `loads`.
+            magic, table = marshal.loads(handle.read())
     except Exception:  # missing, unreadable, truncated or from another format: compile as usual
         return {}
     return table if magic == _magic() and type(table) is dict else {}
