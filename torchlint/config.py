@@ -64,22 +64,29 @@ class Config:
 
     def relative(self, path: str) -> str:
         try:
-            return Path(os.path.abspath(path)).relative_to(self.root.resolve()).as_posix()
+            return Path(os.path.abspath(path)).relative_to(self._resolved_root()).as_posix()
         except ValueError:
             return Path(path).as_posix()
+
+    def _resolved_root(self) -> Path:
+        # Resolving asks the file system about every component: once per root, not per path.
+        known = self.__dict__.get("_resolved")
+        if known is None or known[0] != self.root:
+            known = self.__dict__["_resolved"] = (self.root, self.root.resolve())
+        return known[1]
 
     def is_excluded(self, path: str) -> bool:
         """Whether `path` or one of its parent directories matches an exclude pattern."""
         relative = os.path.normcase(self.relative(path))
+        whole, any_part, any_prefix = _compiled(tuple(self.exclude + self.extend_exclude))
+        if whole is None:
+            return False
+        if whole(relative):
+            return True
         parts = relative.split("/")
-        for slashed, matches in _compiled(tuple(self.exclude + self.extend_exclude)):
-            if matches(relative):
-                return True
-            if not slashed and any(matches(part) for part in parts):
-                return True
-            if slashed and any(matches("/".join(parts[: i + 1])) for i in range(len(parts))):
-                return True
-        return False
+        if any_part is not None and any(map(any_part, parts)):
+            return True
+        return any_prefix is not None and any(any_prefix("/".join(parts[: i + 1])) for i in range(len(parts)))
 
 
 def find_pyproject(start: Path) -> Optional[Path]:
@@ -190,10 +197,16 @@ def load_config(start: Path, explicit: Optional[Path] = None) -> Config:
 
 @lru_cache(maxsize=32)
 def _compiled(patterns: tuple) -> tuple:
-    """Each exclude pattern as (has a slash, match function), as `fnmatch.fnmatch` matches: the
-    discovery of a large tree asks once per file and directory, for each part of the path."""
-    compiled = []
+    """The exclude patterns as three match functions, each one alternation of the patterns'
+    `fnmatch` translations: (all of them: for the whole relative path; those without a slash: for
+    each part of it; those with one: for each leading run of parts). A large tree's discovery
+    asks once per file and directory, for each part of the path: one regex per question, not
+    one per pattern. None where there is no pattern of the kind."""
+    every, without_slash, with_slash = [], [], []
     for pattern in patterns:
         pattern = pattern.rstrip("/")
-        compiled.append(("/" in pattern, re.compile(fnmatch.translate(os.path.normcase(pattern))).match))
-    return tuple(compiled)
+        translated = f"(?:{fnmatch.translate(os.path.normcase(pattern))})"
+        every.append(translated)
+        (with_slash if "/" in pattern else without_slash).append(translated)
+    return tuple(re.compile("|".join(group)).match if group else None
+                 for group in (every, without_slash, with_slash))
