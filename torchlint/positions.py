@@ -51,6 +51,14 @@ class PlainCodegenState(CodegenState):
         return _NOTHING
 
 
+def block_indents(module: cst.Module, blocks: Iterable[cst.CSTNode]) -> List[str]:
+    """The indent tokens a code generation state holds inside `blocks` (a node's ancestors,
+    innermost first): one per `IndentedBlock`, outermost first, as LibCST's own generation of the
+    whole module pushes them."""
+    return [module.default_indent if block.indent is None else block.indent
+            for block in reversed(list(blocks)) if type(block) is cst.IndentedBlock]
+
+
 def code_for_node(module: cst.Module, node: cst.CSTNode) -> str:
     """What `module.code_for_node(node)` gives, faster."""
     state = PlainCodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
@@ -133,12 +141,7 @@ def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode], index=None,
         found = _ranges_in_text(module, targets, index, text)
         if found is not None:
             return found
-    state = _TargetedCodegenState(
-        default_indent=module.default_indent,
-        default_newline=module.default_newline,
-        targets=targets,
-        target_ids={id(node) for node in targets},
-    )
+    state = _targeted_state(module, targets)
     holding = _statements_holding(module, targets, index) if index is not None else None
     try:
         if holding is None:
@@ -157,6 +160,11 @@ def node_ranges(module: cst.Module, nodes: Iterable[cst.CSTNode], index=None,
     except _AllFound:
         pass
     return state.ranges
+
+
+def _targeted_state(module: cst.Module, targets: Set[cst.CSTNode]) -> _TargetedCodegenState:
+    return _TargetedCodegenState(default_indent=module.default_indent, default_newline=module.default_newline,
+                                 targets=targets, target_ids={id(node) for node in targets})
 
 
 def _ranges_in_text(module: cst.Module, targets: Set[cst.CSTNode], index, text: str
@@ -197,16 +205,8 @@ def _ranges_in_text(module: cst.Module, targets: Set[cst.CSTNode], index, text: 
 
 def _ranges_in_statement(module: cst.Module, statement: cst.CSTNode, nodes: List[cst.CSTNode], index,
                          text: str) -> Optional[Dict[cst.CSTNode, Tuple[Point, Point]]]:
-    state = _TargetedCodegenState(
-        default_indent=module.default_indent,
-        default_newline=module.default_newline,
-        targets=set(nodes),
-        target_ids={id(node) for node in nodes},
-    )
-    state.indent_tokens = [
-        module.default_indent if block.indent is None else block.indent
-        for block in reversed(list(index.ancestors(statement))) if type(block) is cst.IndentedBlock
-    ]
+    state = _targeted_state(module, set(nodes))
+    state.indent_tokens = block_indents(module, index.ancestors(statement))
     above = index.parent.get(statement)
     try:
         if type(statement) is cst.If and type(above) is cst.If and above.orelse is statement:

@@ -13,6 +13,8 @@ from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
+from torchlint.positions import block_indents
+
 
 class SemanticModel(Protocol):
     """What this module asks of the semantic model (`torchlint.analysis.semantic.Semantic`, not
@@ -189,9 +191,6 @@ def render_in_place(sem: "SemanticModel", original: cst.CSTNode, replacement: cs
         replacement = replacement.with_changes(lpar=(), rpar=())
     module = sem.module
     state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
-    state.indent_tokens = [
-        module.default_indent if block.indent is None else block.indent
-        for block in reversed(list(sem.ancestors(original))) if type(block) is cst.IndentedBlock
-    ]
+    state.indent_tokens = block_indents(module, sem.ancestors(original))
     replacement._codegen(state)
     return "".join(state.tokens)

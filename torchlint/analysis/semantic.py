@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set
 
 import libcst as cst
 
-from torchlint.positions import PlainCodegenState
+from torchlint.positions import PlainCodegenState, block_indents
 
 from torchlint.analysis.calls import is_true, keyword, method_call, method_call_in  # noqa: F401 (re-exported)
 from torchlint.analysis.flow import Def
@@ -147,10 +147,7 @@ class Semantic:
         indentation; rendering with the enclosing blocks' indentation gives them back."""
         module = self.module
         state = PlainCodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
-        state.indent_tokens = [
-            module.default_indent if block.indent is None else block.indent
-            for block in reversed(list(self.ancestors(node))) if type(block) is cst.IndentedBlock
-        ]
+        state.indent_tokens = block_indents(module, self.ancestors(node))
         node._codegen(state)
         return "".join(state.tokens)
 
