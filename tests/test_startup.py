@@ -193,3 +193,13 @@ def test_a_lint_run_builds_the_rules_and_analysis_dataclasses_from_the_kept_code
     built = set(run.stdout.splitlines()[-1].split()) - {"-"}
     # Only the command's own module, whose dataclass is made as it is imported, before any block.
     assert built <= {"torchlint.cli", "torchlint.source"}, (built, run.stderr)
+
+
+def test_the_rules_are_imported_through_the_block_once_per_process(monkeypatch):
+    import contextlib
+
+    startup.import_rules()
+    entered = []
+    monkeypatch.setattr(startup, "compiled_dataclass_methods", lambda: entered.append(1) or contextlib.nullcontext())
+    assert startup.import_rules().all_rules()  # what `engine.select_rules` asks for every selection
+    assert entered == []

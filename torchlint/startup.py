@@ -156,9 +156,16 @@ def import_rules():
     """`torchlint.rules` (and LibCST with it) imported through `compiled_dataclass_methods()`:
     for the linter, and for the paths that need every rule's metadata (SARIF's rule descriptors,
     `--list-rules`, `torchlint rule CODE`). The registry is filled inside the block too: the rule
-    modules, and the analysis modules they import, are only imported when it is."""
-    with compiled_dataclass_methods():
-        import torchlint.rules as rules
+    modules, and the analysis modules they import, are only imported when it is. Once per
+    process: later calls (each `engine.select_rules`) do not enter the block again."""
+    global _RULES
+    if _RULES is None:
+        with compiled_dataclass_methods():
+            import torchlint.rules as rules
 
-        rules.all_rules()
-    return rules
+            rules.all_rules()
+        _RULES = rules
+    return _RULES
+
+
+_RULES = None  # torchlint.rules once import_rules() has loaded it
