@@ -127,6 +127,10 @@ def is_closure_step(sem: "Semantic", call: cst.CSTNode) -> bool:
     return method_call(call, "step") and bool(call.args) and is_optimizer(sem, call.func.value)
 
 
+# The in-place methods a hand-written update calls on a parameter (`p.data.add_(p.grad, ...)`).
+MANUAL_UPDATE_METHODS = frozenset(("add_", "sub_", "copy_"))
+
+
 def manual_update(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.BaseExpression]:
     """A hand-written SGD step: `p.data -= lr * p.grad`, `p -= lr * p.grad` (under no_grad),
     `p.data = p.data - lr * p.grad`, `p.data.add_(p.grad, alpha=-lr)`, `p.copy_(p - lr * p.grad)`,
@@ -138,7 +142,7 @@ def manual_update(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.BaseExpres
                                           and node.targets[0].target.attr.value == "data"):
             return None
         target, update = node.targets[0].target, node.value
-    elif method_call(node, "add_", "sub_", "copy_") and node.args:
+    elif method_call_in(node, MANUAL_UPDATE_METHODS) and node.args:
         target, update = node.func.value, node
     else:
         return None

@@ -13,7 +13,8 @@ from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, InsertBefore, Rule, RuleContext
 
 
-_CALLS_LOOKED_AT = frozenset(("zero_grad", "step", "add_", "sub_", "copy_"))
+# The calls `check` looks at: `zero_grad()`, an optimizer's `.step()`, a manual update's `.add_()`.
+_CALLS_LOOKED_AT = frozenset(("zero_grad", "step")) | training.MANUAL_UPDATE_METHODS
 
 class StepWithoutZeroGrad(Rule):
     code = "TL002"
@@ -90,7 +91,6 @@ in a way the analysis cannot see would lose that accumulation. No fix is offered
 """
 
     def candidates(self, node_type, semantic):
-        # The calls `check` looks at: `zero_grad()`, `.step()`, and a manual update's `.add_()`.
         return semantic.index.calls_named(_CALLS_LOOKED_AT) if node_type is cst.Call else None
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:

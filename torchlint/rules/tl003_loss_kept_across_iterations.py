@@ -7,7 +7,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis import evaluation, training
-from torchlint.analysis.semantic import method_call
+from torchlint.analysis.semantic import method_call_in
 from torchlint.analysis.value import AG_GRAPH, GRAD_OFF, GRAD_UNKNOWN, LOADER, LOSS, MODULE, TENSOR_KINDS
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
@@ -17,6 +17,8 @@ Growth = Tuple[str, cst.BaseExpression, List[cst.BaseExpression], cst.CSTNode]
 # Iterables that look like data (a training or evaluation loop), not like heads or loss terms.
 _DATA_WORDS = ("loader", "dataset", "batches", "epoch", "tqdm", "data", "iterator", "steps")
 
+
+_GROWING_METHODS = frozenset(("append", "extend"))  # the list growth `_growth` recognises
 
 class LossKeptAcrossIterations(Rule):
     code = "TL003"
@@ -127,7 +129,7 @@ accumulator becomes a Python float instead of a tensor.
 """
 
     def candidates(self, node_type, semantic):
-        return semantic.index.calls_named(("append", "extend")) if node_type is cst.Call else None
+        return semantic.index.calls_named(_GROWING_METHODS) if node_type is cst.Call else None
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         growth = self._growth(node)
@@ -217,7 +219,7 @@ accumulator becomes a Python float instead of a tensor.
     def _growth(self, node: cst.CSTNode) -> Optional[Growth]:
         """(kind, container, grown elements, statement) for list/accumulator growth."""
         if type(node) is cst.Call:
-            if not method_call(node, "append", "extend") or len(node.args) != 1:
+            if not method_call_in(node, _GROWING_METHODS) or len(node.args) != 1:
                 return None
             arg = node.args[0]
             if arg.keyword is not None or arg.star:
