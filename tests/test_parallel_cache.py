@@ -179,20 +179,101 @@ def test_finding_json_round_trip_with_fix_and_cell():
     assert cache_mod.finding_from_json(cache_mod.finding_to_json(diag), "b.py") == diag
 
 
+def _logs(cache_dir):
+    return sorted((Path(cache_dir) / cache_mod.FORMAT).glob("entries-*.log"))
+
+
 def test_corrupt_entries_are_misses(tmp_path):
     files = write_bad_files(tmp_path, 1)
     cache_dir = tmp_path / "cache"
     expected = keyed(parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=str(cache_dir))))
-    entries = [p for p in (cache_dir / "v1").rglob("*.json") if not p.name.startswith("rules-")]
-    assert entries
-    for garbage in (b"", b"{not json", b'{"key": "other", "findings": []}', b'{"key": 1}', b"\xff\xfe"):
-        for entry in entries:
-            entry.write_bytes(garbage)
+    logs = _logs(cache_dir)
+    assert len(logs) == 1
+    good = logs[0].read_bytes()
+    key = good[:64].decode()
+    check = cache_mod._check(key.encode(), b'{"key":1}').decode()
+    for garbage in (b"", b"{not json", b'{"key": "other", "findings": []}\n', b"\xff\xfe\n",
+                    good[:-1],  # the newline missing: a line still being written
+                    good[:-20] + b"\n",  # cut short
+                    good.replace(b'"findings"', b'"findingz"'),  # edited: the check fails
+                    f"{key} {check} {{\"key\":1}}\n".encode(),  # a good check on foreign JSON
+                    f"{key} {'0' * 32} {{\"failed\":false,\"findings\":[]}}\n".encode()):
+        logs[0].write_bytes(garbage)
         assert keyed(parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=str(cache_dir)))) == expected
     # the corrupt manifest too
-    for manifest in (cache_dir / "v1").glob("rules-*.json"):
+    for manifest in (cache_dir / cache_mod.FORMAT).glob("rules-*.json"):
         manifest.write_bytes(b"[[[")
     assert keyed(parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=str(cache_dir)))) == expected
+
+
+def _result(path="a.py", code="TL004"):
+    return FileResult(path, [Finding(code, "m", path, Location(1, 1), Location(1, 2))])
+
+
+def test_the_last_good_line_of_a_key_wins(tmp_path):
+    cache = cache_mod.Cache(tmp_path / "c")
+    key = "ab" * 32
+    cache.put(key, _result(code="TL001"))
+    cache.put(key, _result(code="TL002"))
+    cache.flush()
+    log = _logs(tmp_path / "c")[0]
+    with open(log, "ab") as handle:  # another writer's line cut short, then garbage
+        handle.write(log.read_bytes()[:90] + b"\n" + b"\x00" * 10 + b"\n")
+    assert [f.code for f in cache_mod.Cache(tmp_path / "c").get(key, "b.py").findings] == ["TL002"]
+
+
+def test_entries_wait_in_memory_until_a_flush(tmp_path, monkeypatch):
+    cache = cache_mod.Cache(tmp_path / "c")
+    cache.put("ab" * 32, _result())
+    assert cache.get("ab" * 32, "a.py") is not None  # the same bytes again in this run hit
+    assert not _logs(tmp_path / "c")
+    cache.flush()
+    assert len(_logs(tmp_path / "c")) == 1
+    assert cache_mod.Cache(tmp_path / "c").get("ab" * 32, "a.py").findings[0].code == "TL004"
+    monkeypatch.setattr(cache_mod, "FLUSH_EVERY", 3)
+    for digit in "012":
+        cache.put(digit * 64, _result())
+    assert len(_logs(tmp_path / "c")) == 4  # the third put flushed: an interrupted run keeps its work
+
+
+def test_a_log_past_its_limit_keeps_its_newest_entries(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache_mod, "MAX_LOG_BYTES", 4000)
+    cache = cache_mod.Cache(tmp_path / "c")
+    keys = [f"a{i:063x}" for i in range(60)]  # one log
+    for key in keys:
+        cache.put(key, _result())
+        cache.flush()
+    log = _logs(tmp_path / "c")[0]
+    assert log.stat().st_size <= 4000
+    fresh = cache_mod.Cache(tmp_path / "c")
+    assert fresh.get(keys[-1], "a.py") is not None
+    assert fresh.get(keys[0], "a.py") is None
+    hits = [key for key in keys if fresh.get(key, "a.py") is not None]
+    assert hits == keys[len(keys) - len(hits):]  # the newest, in order
+    assert not list((tmp_path / "c").rglob(".tmp-*"))
+
+
+def test_a_cold_run_writes_one_log_per_key_digit_at_most(tmp_path):
+    files = write_bad_files(tmp_path, 40)
+    cache_dir = tmp_path / "cache"
+    parallel.lint_paths(make_run(files, tmp_path, no_cache=False, cache_dir=str(cache_dir)))
+    written = sorted(p.name for p in cache_dir.rglob("*") if p.is_file())
+    logs = [name for name in written if name.startswith("entries-")]
+    assert 1 <= len(logs) <= 16
+    assert set(written) - set(logs) - {"CACHEDIR.TAG", ".gitignore"} == {
+        name for name in written if name.startswith("rules-")}
+    # two distinct contents (BAD and "x = 1"): two entries, however many files
+    assert sum(len(p.read_bytes().splitlines()) for p in _logs(cache_dir)) == 2
+
+
+def test_workers_write_their_entries(tmp_path):
+    files = write_bad_files(tmp_path, 2 * parallel.MIN_PARALLEL_FILES)
+    for index, path in enumerate(files):  # every file different: every one an entry
+        Path(path).write_text(Path(path).read_text() + f"y{index} = 0\n")
+    cache_dir = tmp_path / "cache"
+    first = keyed(parallel.lint_paths(make_run(files, tmp_path, jobs=2, no_cache=False, cache_dir=str(cache_dir))))
+    assert sum(len(p.read_bytes().splitlines()) for p in _logs(cache_dir)) == len(files)
+    assert keyed(parallel.lint_paths(make_run(files, tmp_path, jobs=2, no_cache=False, cache_dir=str(cache_dir)))) == first
 
 
 def test_internal_errors_are_never_cached(tmp_path):
@@ -200,8 +281,9 @@ def test_internal_errors_are_never_cached(tmp_path):
     result = FileResult("a.py", [Finding("TL903", "boom", "a.py", Location(1, 1), Location(1, 1), is_diagnostic=True)])
     result.internal_error = True
     cache.put("ab" * 32, result)
+    cache.flush()
     assert cache.get("ab" * 32, "a.py") is None
-    assert not list((tmp_path / "c").rglob("abab*.json"))
+    assert not _logs(tmp_path / "c")
 
 
 def test_no_cache_writes_nothing(tmp_path):

@@ -122,6 +122,11 @@ class Linter:
         finally:
             _collect_if_needed()
 
+    def flush(self) -> None:
+        """Write the results kept for the cache since the last flush."""
+        if self._cache is not None:
+            self._cache.flush()
+
     def cached(self, path: str) -> Optional[FileResult]:
         """The stored result for `path`, or None (a miss, no cache, or any problem at all)."""
         if self.cache is None:
@@ -200,7 +205,10 @@ def _init_worker(linter: Linter) -> None:
 
 def _lint_batch(batch: Sequence[Tuple[int, str]]) -> List[Tuple[int, FileResult]]:
     assert _WORKER is not None
-    return [(index, _WORKER.lint(path)) for index, path in batch]
+    try:
+        return [(index, _WORKER.lint(path)) for index, path in batch]
+    finally:
+        _WORKER.flush()  # a worker is not told when the pool ends: each batch writes its own
 
 
 def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
@@ -313,8 +321,13 @@ def _lint_paths(run) -> List[FileResult]:
         cache_dir = str(cache_directory(run.config, getattr(args, "cache_dir", None)))
         manifest = Cache(cache_dir).load_manifest()
     linter = Linter(run.config, run.select, run.ignore, cache_dir, manifest)
-    files = list(run.files)
-    jobs = getattr(args, "jobs", None)
+    try:
+        return _lint_files(linter, list(run.files), getattr(args, "jobs", None))
+    finally:
+        linter.flush()
+
+
+def _lint_files(linter: Linter, files: List[str], jobs: Optional[int]) -> List[FileResult]:
     jobs = default_jobs() if not jobs or jobs < 1 else jobs
     results: List[Optional[FileResult]] = [None] * len(files)
     if linter.cache is not None and jobs > 1 and len(files) >= MIN_PARALLEL_FILES:
