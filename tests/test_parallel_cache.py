@@ -331,6 +331,11 @@ def test_concurrent_processes_share_one_cache(tmp_path):
 @pytest.mark.parametrize("options, config", [
     ([], None),
     (["--ignore", "TL003", "--extend-select", "TL1"], None),  # validating codes imports no rule
+    (["--output-format", "json"], None),  # each finding's rule address comes from file names
+    (["--output-format", "json-lines"], None),
+    (["--output-format", "github"], None),
+    (["--output-format", "grouped"], None),
+    (["--output-format", "full"], None),
     ([], '[tool.torchlint]\nignore = ["TL005"]\nper-file-ignores = {"x.py" = ["TL1"]}\n'),
 ])
 def test_warm_run_imports_no_parser(tmp_path, options, config):
@@ -393,6 +398,14 @@ def test_rule_codes_from_file_names_are_the_rules_codes():
     from torchlint.rules import all_codes
 
     assert known_rule_codes() == all_codes()
+
+
+def test_rule_addresses_from_file_names_are_the_rules_addresses():
+    from torchlint.rule_codes import rule_url
+    from torchlint.rules import all_rules
+
+    assert all(rule_url(rule.code) == rule.url() for rule in all_rules())
+    assert rule_url("TL901") is None
 
 
 # --- pre-filter ----------------------------------------------------------------------------

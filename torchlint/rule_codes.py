@@ -8,21 +8,34 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
-from typing import List
+from typing import Dict, List, Optional
 
 _RULE_FILE = re.compile(r"^(tl\d{3})_\w+\.py$")
+RULES_URL = "https://github.com/torchlint/torchlint/blob/main/torchlint/rules"
 
 
 @lru_cache(maxsize=1)
-def known_rule_codes() -> List[str]:
+def rule_modules() -> Dict[str, str]:
+    """Each rule code and the name of the module that holds it (`TL001`: `tl001_inplace_...`)."""
     folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rules")
     try:
         names = os.listdir(folder)
     except OSError:
         names = []
-    codes = sorted({match.group(1).upper() for match in map(_RULE_FILE.match, names) if match})
-    if not codes:  # an installation that keeps no sources (zipped, frozen): ask the rules themselves
-        from torchlint.rules import all_codes
+    modules = {match.group(1).upper(): match.group(0)[:-3] for match in map(_RULE_FILE.match, names) if match}
+    if not modules:  # an installation that keeps no sources (zipped, frozen): ask the rules themselves
+        from torchlint.rules import all_rules
 
-        codes = all_codes()
-    return codes
+        modules = {rule.code: type(rule).__module__.rsplit(".", 1)[-1] for rule in all_rules()}
+    return dict(sorted(modules.items()))
+
+
+def known_rule_codes() -> List[str]:
+    return list(rule_modules())
+
+
+def rule_url(code: str) -> Optional[str]:
+    """The rule's source on GitHub (its docs and matcher live in that one file), None for a code
+    that is no rule (the TL9xx diagnostics)."""
+    module = rule_modules().get(code.upper())
+    return None if module is None else f"{RULES_URL}/{module}.py"

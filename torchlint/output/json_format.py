@@ -11,9 +11,9 @@ from torchlint.finding import FileResult, Finding
 
 
 def finding_to_json(finding: Finding) -> dict:
-    from torchlint.rules import get_rule
+    # The rule's address from the rule modules' names: a warm run imports no rule (nor LibCST).
+    from torchlint.rule_codes import rule_url
 
-    rule = get_rule(finding.code)
     data = {
         "code": finding.code,
         "message": finding.message,
@@ -22,7 +22,7 @@ def finding_to_json(finding: Finding) -> dict:
         "location": {"row": finding.start.row, "column": finding.start.column},
         "end_location": {"row": finding.end.row, "column": finding.end.column},
         "fix": finding.fix.to_json() if finding.fix is not None else None,
-        "url": rule.url() if rule is not None else None,
+        "url": rule_url(finding.code),
     }
     if finding.cell is not None:
         data["cell"] = finding.cell

@@ -151,8 +151,10 @@ class Rule:
     @classmethod
     def url(cls) -> str:
         """The rule's source on GitHub: its docs and matcher live in that one file."""
+        from torchlint.rule_codes import RULES_URL
+
         module = cls.__module__.rsplit(".", 1)[-1]
-        return f"https://github.com/torchlint/torchlint/blob/main/torchlint/rules/{module}.py"
+        return f"{RULES_URL}/{module}.py"
 
 
 _DEFAULT_SEVERITY_DOCS = {
