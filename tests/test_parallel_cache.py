@@ -222,6 +222,19 @@ def test_the_last_good_line_of_a_key_wins(tmp_path):
     assert [f.code for f in cache_mod.Cache(tmp_path / "c").get(key, "b.py").findings] == ["TL002"]
 
 
+def test_an_entry_appended_after_a_cut_line_is_whole(tmp_path):
+    cache = cache_mod.Cache(tmp_path / "c")
+    cache.put("a" * 64, _result(code="TL001"))
+    cache.flush()
+    log = _logs(tmp_path / "c")[0]
+    log.write_bytes(log.read_bytes()[:-30])  # the writer died mid-line
+    cache.put("a" + "b" * 63, _result(code="TL002"))
+    cache.flush()
+    fresh = cache_mod.Cache(tmp_path / "c")
+    assert fresh.get("a" * 64, "x.py") is None
+    assert fresh.get("a" + "b" * 63, "x.py").findings[0].code == "TL002"
+
+
 def test_entries_wait_in_memory_until_a_flush(tmp_path, monkeypatch):
     cache = cache_mod.Cache(tmp_path / "c")
     cache.put("ab" * 32, _result())

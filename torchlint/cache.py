@@ -364,9 +364,16 @@ def _checked_payload(line: bytes) -> Optional[bytes]:
 
 
 def _append(path: str, data: bytes) -> int:
-    """Append `data` to `path` with one `write` where the system allows; the log's size after."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    """Append `data` to `path` with one `write` where the system allows; the log's size after.
+    A line cut short by a crash would swallow the first line appended after it, so it is ended
+    first (it fails its check: a miss)."""
+    descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(descriptor).st_size
+        if size:
+            os.lseek(descriptor, size - 1, os.SEEK_SET)
+            if os.read(descriptor, 1) != b"\n":  # a line left unfinished (a crash): end it
+                data = b"\n" + data
         view = memoryview(data)
         while view:
             view = view[os.write(descriptor, view):]
