@@ -72,6 +72,27 @@ def test_batches_cover_every_file_once(tmp_path):
     assert indices == list(range(30))
 
 
+def test_a_subpackage_goes_to_the_worker_of_the_scripts_above_it(tmp_path):
+    """`main.py` imports `src/model.py`: split over two workers, each would parse the model."""
+    files = []
+    for i, lines in enumerate([700, 650, 600, 550, 500, 450, 400, 350, 300, 280, 260, 240, 220, 200, 180]):
+        other = tmp_path / f"example{i:02d}" / "main.py"
+        other.parent.mkdir()
+        other.write_text("x = 1\n" * lines)
+        files.append(str(other))
+    project = tmp_path / "translation"
+    for name, lines in (("main.py", 190), ("src/model.py", 130), ("src/data.py", 120), ("src/deep/more.py", 50)):
+        path = project / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("y = 2\n" * lines)
+        files.append(str(path))
+    batches = parallel._batches(files, 2)
+    holding = [batch for batch in batches if any("translation" in path for _, path in batch)]
+    assert len(holding) == 1
+    assert {path for _, path in holding[0] if "translation" in path} == set(files[-4:])
+    assert sorted(index for batch in batches for index, _ in batch) == list(range(len(files)))
+
+
 def test_few_files_stay_in_process(tmp_path, monkeypatch):
     files = write_bad_files(tmp_path, parallel.MIN_PARALLEL_FILES - 1)
     monkeypatch.setattr(parallel, "_run_pool", lambda *a: pytest.fail("pool started for few files"))

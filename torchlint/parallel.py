@@ -215,7 +215,10 @@ def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
     """Batches of (index, path) of similar total size, biggest first, each directory's files
     together where it fits: a script and the sibling modules it imports (`from model import
     Net`) are then linted by one worker, which parses each of them once (the project layer keeps
-    what it parsed for the files linted after)."""
+    what it parsed for the files linted after). A directory below a directory with files of its
+    own to lint joins that one's group (`main.py` importing `src/model.py`, `train.py` importing
+    `utils/train_utils.py`): a subpackage goes to the worker of the scripts above it, split
+    along its directories only when the group is bigger than a batch."""
     sizes = []
     for index, path in enumerate(files):
         try:
@@ -225,20 +228,38 @@ def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
         sizes.append((size, index, path))
     total = sum(size for size, _, _ in sizes) or 1
     target = max(total // (jobs * CHUNKS_PER_WORKER), 1)
+    directory_of = {index: os.path.dirname(os.path.abspath(path)) for _, index, path in sizes}
+    with_files = set(directory_of.values())
+    group_of: Dict[str, str] = {}
+
+    def group(directory: str) -> str:
+        found = group_of.get(directory)
+        if found is None:
+            parent = os.path.dirname(directory)
+            found = group(parent) if parent != directory and parent in with_files else directory
+            group_of[directory] = found
+        return found
+
     groups: Dict[str, List[Tuple[int, int, str]]] = {}
     for size, index, path in sizes:
-        groups.setdefault(os.path.dirname(os.path.abspath(path)), []).append((size, index, path))
+        groups.setdefault(group(directory_of[index]), []).append((size, index, path))
     pieces: List[Tuple[int, List[Tuple[int, int, str]]]] = []
     for members in groups.values():
-        members.sort(key=lambda item: (-item[0], item[1]))
+        members.sort(key=lambda item: (directory_of[item[1]], -item[0], item[1]))
         piece: List[Tuple[int, int, str]] = []
         weight = 0
-        for member in members:  # a directory bigger than a batch is split, biggest files first
-            piece.append(member)
-            weight += member[0]
-            if weight >= target or len(piece) >= 64:
+        for run in _runs(members, directory_of):
+            # Whole directories where they fit: a cut inside one may send a script and the module
+            # it imports to different workers.
+            if piece and (weight + sum(size for size, _, _ in run) > target or len(piece) + len(run) > 64):
                 pieces.append((weight, piece))
                 piece, weight = [], 0
+            for member in run:  # a directory bigger than a batch is split, biggest files first
+                piece.append(member)
+                weight += member[0]
+                if weight >= target or len(piece) >= 64:
+                    pieces.append((weight, piece))
+                    piece, weight = [], 0
         if piece:
             pieces.append((weight, piece))
     pieces.sort(key=lambda item: (-item[0], item[1][0][1]))
@@ -254,6 +275,17 @@ def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
     if current:
         batches.append(current)
     return batches
+
+
+def _runs(members, directory_of) -> List[List[Tuple[int, int, str]]]:
+    """`members` (sorted by directory) cut into runs of one directory each."""
+    runs: List[List[Tuple[int, int, str]]] = []
+    for member in members:
+        if runs and directory_of[runs[-1][0][1]] == directory_of[member[1]]:
+            runs[-1].append(member)
+        else:
+            runs.append([member])
+    return runs
 
 
 def _context():
