@@ -12,11 +12,11 @@ for that file (select/ignore/per-file-ignores resolved), the file kind and the f
 Findings are stored without their path (a moved file still hits) and get it back on load.
 
 Why sixteen logs and not a file per entry: creating a file is the expensive part of writing one
-(a new inode, a directory entry, a rename), about 0.4 ms each on a virtual machine's disk, so a
-cold run over pytorch/examples spent 0.05-0.15 s, a tenth of its time, writing 93 small files. A
-run now keeps its new entries in memory and appends them once per log when it ends (and every
-`FLUSH_EVERY` entries, so that an interrupted run keeps most of its work): at most sixteen
-appends. A read loads a log once per process and indexes it by key.
+(a new inode, a directory entry, a rename), 0.2-0.5 ms each on a virtual machine's disk, so a
+cold run over pytorch/examples spent 21-48 ms writing 93 small files. A run now keeps its new
+entries in memory and appends them once per log when it ends (and every `FLUSH_EVERY` entries,
+so that an interrupted run keeps most of its work): at most sixteen appends, 1-2 ms. A read
+loads a log once per process and indexes it by key.
 
 Concurrency and damage: every line is `<key> <check> <JSON>\n` where the check is a BLAKE2b of
 the key and the JSON, and a log is only ever appended to with one `write` per run and log
