@@ -81,7 +81,8 @@ def test_a_subpackage_goes_to_the_worker_of_the_scripts_above_it(tmp_path):
         other.write_text("x = 1\n" * lines)
         files.append(str(other))
     project = tmp_path / "translation"
-    for name, lines in (("main.py", 190), ("src/model.py", 130), ("src/data.py", 120), ("src/deep/more.py", 50)):
+    for name, lines in (("main.py", 190), ("src/model.py", 130), ("src/data.py", 120), ("src/deep/more.py", 30),
+                        ("modular/modular/engine.py", 20)):  # `modular/` has no file of its own
         path = project / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("y = 2\n" * lines)
@@ -89,7 +90,7 @@ def test_a_subpackage_goes_to_the_worker_of_the_scripts_above_it(tmp_path):
     batches = parallel._batches(files, 2)
     holding = [batch for batch in batches if any("translation" in path for _, path in batch)]
     assert len(holding) == 1
-    assert {path for _, path in holding[0] if "translation" in path} == set(files[-4:])
+    assert {path for _, path in holding[0] if "translation" in path} == set(files[-5:])
     assert sorted(index for batch in batches for index, _ in batch) == list(range(len(files)))
 
 

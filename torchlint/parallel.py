@@ -216,9 +216,10 @@ def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
     together where it fits: a script and the sibling modules it imports (`from model import
     Net`) are then linted by one worker, which parses each of them once (the project layer keeps
     what it parsed for the files linted after). A directory below a directory with files of its
-    own to lint joins that one's group (`main.py` importing `src/model.py`, `train.py` importing
-    `utils/train_utils.py`): a subpackage goes to the worker of the scripts above it, split
-    along its directories only when the group is bigger than a batch."""
+    own to lint joins that one's group (`main.py` importing `src/model.py`, a notebook at a
+    repository's root importing `going_modular/going_modular/engine.py`): a subpackage goes to the
+    worker of the scripts above it, split along its directories only when the group is bigger
+    than a batch."""
     sizes = []
     for index, path in enumerate(files):
         try:
@@ -230,19 +231,19 @@ def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
     target = max(total // (jobs * CHUNKS_PER_WORKER), 1)
     directory_of = {index: os.path.dirname(os.path.abspath(path)) for _, index, path in sizes}
     with_files = set(directory_of.values())
-    group_of: Dict[str, str] = {}
+    highest: Dict[str, Optional[str]] = {}
 
-    def group(directory: str) -> str:
-        found = group_of.get(directory)
-        if found is None:
+    def group(directory: str) -> Optional[str]:
+        """The highest directory at or above `directory` with files to lint."""
+        if directory not in highest:
             parent = os.path.dirname(directory)
-            found = group(parent) if parent != directory and parent in with_files else directory
-            group_of[directory] = found
-        return found
+            above = group(parent) if parent != directory else None
+            highest[directory] = above if above is not None else (directory if directory in with_files else None)
+        return highest[directory]
 
     groups: Dict[str, List[Tuple[int, int, str]]] = {}
     for size, index, path in sizes:
-        groups.setdefault(group(directory_of[index]), []).append((size, index, path))
+        groups.setdefault(group(directory_of[index]) or directory_of[index], []).append((size, index, path))
     pieces: List[Tuple[int, List[Tuple[int, int, str]]]] = []
     for members in groups.values():
         members.sort(key=lambda item: (directory_of[item[1]], -item[0], item[1]))
