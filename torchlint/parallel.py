@@ -215,11 +215,11 @@ def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
     """Batches of (index, path) of similar total size, biggest first, each directory's files
     together where it fits: a script and the sibling modules it imports (`from model import
     Net`) are then linted by one worker, which parses each of them once (the project layer keeps
-    what it parsed for the files linted after). A directory below a directory with files of its
-    own to lint joins that one's group (`main.py` importing `src/model.py`, a notebook at a
-    repository's root importing `going_modular/going_modular/engine.py`): a subpackage goes to the
-    worker of the scripts above it, split along its directories only when the group is bigger
-    than a batch."""
+    what it parsed for the files linted after). A directory joins the group of the highest
+    directory above it that has files to lint (`main.py` importing `src/model.py`; a notebook at a
+    repository's root importing `going_modular/going_modular/engine.py`, with no file in
+    `going_modular/` itself): a subpackage goes to the worker of the scripts above it, split
+    along its directories only when the group is bigger than a batch."""
     sizes = []
     for index, path in enumerate(files):
         try:
@@ -234,7 +234,7 @@ def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
     highest: Dict[str, Optional[str]] = {}
 
     def group(directory: str) -> Optional[str]:
-        """The highest directory at or above `directory` with files to lint."""
+        """The highest directory at or above `directory` with files to lint (None above them all)."""
         if directory not in highest:
             parent = os.path.dirname(directory)
             above = group(parent) if parent != directory else None
@@ -243,7 +243,7 @@ def _batches(files: Sequence[str], jobs: int) -> List[List[Tuple[int, str]]]:
 
     groups: Dict[str, List[Tuple[int, int, str]]] = {}
     for size, index, path in sizes:
-        groups.setdefault(group(directory_of[index]) or directory_of[index], []).append((size, index, path))
+        groups.setdefault(group(directory_of[index]), []).append((size, index, path))
     pieces: List[Tuple[int, List[Tuple[int, int, str]]]] = []
     for members in groups.values():
         members.sort(key=lambda item: (directory_of[item[1]], -item[0], item[1]))
