@@ -504,3 +504,25 @@ def test_calls_named_finds_function_and_method_calls_in_document_order():
     assert [module.code_for_node(call) for call in found] == [
         "a.f().step()", "a.f()", "step(x)", "x.step(y.append(1))", "y.append(1)"]
     assert found == [call for call in index.nodes(cst.Call) if call in found]
+
+
+def test_candidate_lists_leave_every_finding_of_the_fixtures(monkeypatch):
+    """A rule handed only its candidates (`called_names`, its own `candidates`) reports what it
+    reports when it looks at every node of its types."""
+    from pathlib import Path
+
+    from torchlint import engine
+    from torchlint.startup import import_rules
+
+    def findings():
+        found = []
+        for path in sorted((Path(__file__).resolve().parent.parent / "fixtures").rglob("*.py")):
+            for f in engine.lint_source(path.read_text(encoding="utf-8"), str(path)):
+                found.append((str(path), f.code, f.start, f.end, f.message))
+        return found
+
+    with_candidates = findings()
+    for rule in import_rules().all_rules():
+        monkeypatch.setattr(type(rule), "candidates", lambda self, node_type, semantic: None)
+    assert findings() == with_candidates
+    assert any(code in ("TL001", "TL002", "TL003") for _, code, *_ in with_candidates)

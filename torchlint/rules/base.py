@@ -125,6 +125,10 @@ class Rule:
     # files' text for the triggers. Other rules' triggers must stand in the file itself.
     cross_file_triggers: ClassVar[bool] = False
     node_types: ClassVar[Sequence[Type[cst.CSTNode]]] = ()
+    # The method or function names of the only calls `check` can report on (`step`, `append`):
+    # the calls it is handed then come from the file's name table instead of every call.
+    # Empty: every call.
+    called_names: ClassVar[frozenset] = frozenset()
     # Where the rule's runtime confirmation cases live (torchlint/verify/cases/<module>.py).
     confirmation_module: ClassVar[str] = ""
 
@@ -134,7 +138,9 @@ class Rule:
     def candidates(self, node_type: Type[cst.CSTNode], semantic: "Semantic") -> Optional[Sequence[cst.CSTNode]]:
         """The nodes of `node_type` that `check` can report on, in document order, when the rule
         can name them more cheaply than by looking at every one (the `Name` nodes spelled like a
-        table entry); None: every node of the type."""
+        table entry); None: every node of the type. By default the calls of `called_names`."""
+        if node_type is cst.Call and self.called_names:
+            return semantic.index.calls_named(self.called_names)
         return None
 
     @classmethod

@@ -29,6 +29,7 @@ class InplaceOnAutogradTensor(Rule):
     # In-place method names all end in `_(`; augmented and item assignments need `=`.
     triggers = ("_(", "=")
     node_types = (cst.Call, cst.AugAssign, cst.AssignTarget)
+    called_names = autograd.INPLACE_METHODS  # only an in-place method call mutates, among calls
     confirmation_module = "tl001"
     severity_docs = """
 An **error** when the write goes into a leaf that requires grad (a parameter, a
@@ -115,10 +116,6 @@ whole module in the same function: `fused = nn.Conv2d(...).requires_grad_(False)
 - https://pytorch.org/docs/stable/notes/autograd.html#in-place-operations-with-autograd
 - https://pytorch.org/docs/stable/generated/torch.no_grad.html
 """
-
-    def candidates(self, node_type, semantic):
-        # Only an in-place method call mutates among calls (`autograd.inplace_method`).
-        return semantic.index.calls_named(autograd.INPLACE_METHODS) if node_type is cst.Call else None
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic

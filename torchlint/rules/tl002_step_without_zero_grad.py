@@ -23,6 +23,7 @@ class StepWithoutZeroGrad(Rule):
     fix_availability = "sometimes"
     triggers = ("step", ".grad")
     node_types = (cst.Call, cst.AugAssign, cst.Assign)
+    called_names = _CALLS_LOOKED_AT
     confirmation_module = "tl002"
     default_severity = Severity.ERROR
     severity_docs = """
@@ -89,9 +90,6 @@ in a way the analysis cannot see would lose that accumulation. No fix is offered
 - https://pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html
 - https://pytorch.org/tutorials/recipes/recipes/zeroing_out_gradients.html
 """
-
-    def candidates(self, node_type, semantic):
-        return semantic.index.calls_named(_CALLS_LOOKED_AT) if node_type is cst.Call else None
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         sem = ctx.semantic

@@ -27,6 +27,7 @@ class LossKeptAcrossIterations(Rule):
     fix_availability = "sometimes"
     triggers = ("append", "extend", "+")
     node_types = (cst.Call, cst.AugAssign, cst.Assign)
+    called_names = _GROWING_METHODS
     confirmation_module = "tl003"
     default_severity = Severity.WARNING
     severity_docs = """
@@ -127,9 +128,6 @@ accumulator becomes a Python float instead of a tensor.
 - https://pytorch.org/docs/stable/notes/faq.html#my-model-reports-cuda-runtime-error-2-out-of-memory
 - https://pytorch.org/docs/stable/generated/torch.Tensor.detach.html
 """
-
-    def candidates(self, node_type, semantic):
-        return semantic.index.calls_named(_GROWING_METHODS) if node_type is cst.Call else None
 
     def check(self, node: cst.CSTNode, ctx: RuleContext) -> None:
         growth = self._growth(node)
