@@ -229,8 +229,7 @@ class Cache:
                     data = handle.read()
             except OSError:
                 return lines  # no log yet (or unreadable): every key is a miss
-            # The piece after the last newline is a line still being written, or cut short.
-            for line in data.split(b"\n")[:-1]:
+            for line in _whole_lines(data):
                 key = line[:_KEY_LENGTH]
                 found = lines.get(key)
                 if found is None:
@@ -343,6 +342,12 @@ def _log_digit(key: str) -> str:
     return key[:1]
 
 
+def _whole_lines(data: bytes) -> List[bytes]:
+    """A log's lines; the piece after the last newline is a line still being written, or cut
+    short, and is left out."""
+    return data.split(b"\n")[:-1]
+
+
 def _check(key: bytes, payload: bytes) -> bytes:
     return blake2b(key + b" " + payload, digest_size=_CHECK_LENGTH // 2).hexdigest().encode()
 
@@ -374,9 +379,7 @@ def _append(path: str, data: bytes) -> int:
             os.lseek(descriptor, size - 1, os.SEEK_SET)
             if os.read(descriptor, 1) != b"\n":  # a line left unfinished (a crash): end it
                 data = b"\n" + data
-        view = memoryview(data)
-        while view:
-            view = view[os.write(descriptor, view):]
+        _write_all(descriptor, data)
         return os.fstat(descriptor).st_size
     finally:
         os.close(descriptor)
@@ -388,7 +391,7 @@ def _compact(path: str, keep_bytes: int) -> None:
     with open(path, "rb") as handle:
         data = handle.read()
     newest: Dict[bytes, bytes] = {}
-    for line in data.split(b"\n")[:-1]:
+    for line in _whole_lines(data):
         if _checked_payload(line) is not None:
             newest.pop(line[:_KEY_LENGTH], None)
             newest[line[:_KEY_LENGTH]] = line  # re-inserted: the dict's order is the lines' order
@@ -400,20 +403,20 @@ def _compact(path: str, keep_bytes: int) -> None:
             break
         kept.append(line + b"\n")
     kept.reverse()
-    _write_entry(os.path.dirname(path), os.path.basename(path), b"".join(kept))
+    _atomic_write(path, b"".join(kept))
 
 
-def _write_entry(directory: str, name: str, data: bytes) -> None:
-    """Write `directory/name` atomically: a temporary file renamed into place. Its name is made of
-    this process's id and `name`, unique among live writers, so it needs no random names and
-    retries (a leftover of a dead process with the same id is simply overwritten)."""
+def _atomic_write(target, data: bytes) -> None:
+    """Write the file at `target` (a path) atomically: a temporary file renamed into place. Its
+    name is made of this process's id and the target's name, unique among live writers, so it
+    needs no random names and retries (a leftover of a dead process with the same id is simply
+    overwritten)."""
+    directory, name = os.path.split(os.fspath(target))
     temporary = os.path.join(directory, f".tmp-{os.getpid()}-{name}")
     try:
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(descriptor, view):]
+            _write_all(descriptor, data)
         finally:
             os.close(descriptor)
         os.replace(temporary, os.path.join(directory, name))
@@ -425,6 +428,7 @@ def _write_entry(directory: str, name: str, data: bytes) -> None:
         raise
 
 
-def _atomic_write(target: Path, data: bytes) -> None:
-    """`_write_entry` for a path (the tag files, the manifest)."""
-    _write_entry(str(target.parent), target.name, data)
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view):]
