@@ -1,0 +1,366 @@
+"""What the shape rules ask of a file, computed once and only when a rule asks.
+
+Every model the file feeds is run over the shape of what feeds it: `model(data)` with a batch of
+a known dataset, a tensor built with literal sizes, a `summary(model, (3, 32, 32))`. Every module
+class of the file (and every `nn.Sequential` built at module level) that nothing known feeds is
+run over a symbolic input: `(N, C, H, W)` with the channels its first layer takes and H, W free,
+where only what fails for every H and W is a problem. Each problem is reported once, in this file:
+at the layer's definition when it stands here, else at the call that feeds the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.tensor_shape import contracts as C
+from torchlint.analysis.tensor_shape import dims as D
+from torchlint.analysis.tensor_shape import inputs as I
+from torchlint.analysis.tensor_shape import losses as L
+from torchlint.analysis.tensor_shape.modules import (
+    MODULE_VALUES, Interpreter, Layer, Problem, Sequence_, Step, Submodule, UNKNOWN, bind_constructor, class_layers,
+    layer_of, method, project_class,
+)
+from torchlint.analysis.tensor_shape.values import Tensor, Tup
+
+# Problem kinds and the rule that reports them.
+CODES = {"features": "TL301", "rank": "TL301", "view": "TL302", "window": "TL303", "cat": "TL304",
+         "broadcast": "TL304", "matmul": "TL301", "loss": "TL305", "normalize": "TL307", "batch_first": "TL306"}
+
+
+@dataclass
+class Finding:
+    code: str
+    node: cst.CSTNode
+    message: str
+    fix: Optional[Tuple[cst.CSTNode, str]] = None
+    related: Optional[str] = None
+
+
+@dataclass
+class ModelRun:
+    """One model run over one input: what `torchlint shapes` prints."""
+
+    label: str
+    source: str
+    input_shape: Any
+    steps: List[Step]
+    output: Any
+    problems: List[Problem]
+    node: cst.CSTNode
+
+
+@dataclass
+class ShapeFacts:
+    findings: List[Finding] = field(default_factory=list)
+    runs: List[ModelRun] = field(default_factory=list)
+
+    def at(self, code: str) -> Dict[cst.CSTNode, List[Finding]]:
+        found: Dict[cst.CSTNode, List[Finding]] = {}
+        for finding in self.findings:
+            if finding.code == code:
+                found.setdefault(finding.node, []).append(finding)
+        return found
+
+
+def shape_facts(sem) -> ShapeFacts:
+    found = sem.__dict__.get("_shape_facts")
+    if found is None:
+        found = sem.__dict__["_shape_facts"] = _Builder(sem).build()
+    return found
+
+
+class _Builder:
+    def __init__(self, sem) -> None:
+        self.sem = sem
+        self.facts = ShapeFacts()
+        self._reported: set = set()
+        self._fed_classes: set = set()
+        self._outputs: Dict[cst.CSTNode, Any] = {}
+
+    def build(self) -> ShapeFacts:
+        sem = self.sem
+        for call in sem.index.nodes(cst.Call):
+            self._feed(call)
+            if "torchvision.datasets" in (sem.qualified_name(call.func) or ""):
+                self._transform_findings(I.normalize_misfits(sem, call), I.dataset_source(sem, call, 0))
+        for klass in sorted(sem.module_classes(), key=lambda k: sem.index.order.get(k, 0)):
+            if id(klass) not in self._fed_classes:
+                self._symbolic_class(klass)
+        if self._outputs:
+            for call in sem.index.nodes(cst.Call):
+                self._loss(call)
+        return self.facts
+
+    # -- losses
+    def _loss(self, call: cst.Call) -> None:
+        sem = self.sem
+        positional = [a.value for a in call.args if a.keyword is None and not a.star]
+        if len(positional) < 2 or any(a.star for a in call.args):
+            return
+        loss = L.loss_class(sem, call)
+        if loss is None:
+            return
+        output = self._output_of(positional[0])
+        if not isinstance(output, Tensor) or output.shape is None:
+            return
+        target = L.target_shape(sem, positional[1])
+        if target is None:
+            return
+        target_shape, description = target
+        problem = L.check(loss, output.shape, target_shape)
+        if problem is None or (call, "loss") in self._reported:
+            return
+        self._reported.add((call, "loss"))
+        self.facts.findings.append(Finding(
+            "TL305", call, f"`{_short(sem, call)}`: {problem} (the model's output is {D.shape_text(output.shape)}, "
+                           f"the target {D.shape_text(target_shape)}: {description})"))
+
+    def _output_of(self, expr: cst.BaseExpression) -> Any:
+        sem = self.sem
+        value = sem.assigned_value(expr) if isinstance(expr, cst.Name) else expr
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
+                value.func.attr.value in ("float", "to", "cuda", "squeeze") and value not in self._outputs:
+            if value.func.attr.value == "squeeze":
+                return None
+            value = value.func.value
+            value = sem.assigned_value(value) if isinstance(value, cst.Name) else value
+        return self._outputs.get(value)
+
+    # -- models fed with a known input
+    def _feed(self, call: cst.Call) -> None:
+        sem = self.sem
+        summary = I.summary_source(sem, call)
+        if summary is not None:
+            model_node, source = summary
+            self._run_model(model_node, source, call)
+            return
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            return
+        func = call.func
+        if not isinstance(func, (cst.Name, cst.Attribute)):
+            return
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            return
+        value = sem.values.of(func)
+        if value.kind != "module" or value.module is None:
+            return
+        source = I.input_source(sem, call.args[0].value)
+        if source is None:
+            return
+        self._run_model(func, source, call)
+
+    def _model_of(self, model_node) -> Optional[Tuple[str, Any]]:
+        """The module a model expression holds: (label, module value)."""
+        sem = self.sem
+        value = sem.values.of(model_node)
+        site = getattr(value, "site", None)
+        if value.kind != "module" or not isinstance(site, cst.Call):
+            return None
+        if site not in sem.index.order:
+            return None
+        klass = value.module.klass if value.module is not None else None
+        found = (klass, sem) if isinstance(klass, cst.ClassDef) and klass in sem.index.order else \
+            project_class(sem, site.func)
+        if found is not None:
+            klass, klass_sem = found
+            arguments = bind_constructor(sem, klass, klass_sem, site, {})
+            return klass.name.value, Submodule(klass, klass_sem, arguments, site, "")
+        layer = layer_of(sem, site, {}, "")
+        if isinstance(layer, MODULE_VALUES):
+            return sem.source(site.func), layer
+        return None
+
+    def _run_model(self, model_node, source: I.Source, feed: cst.Call) -> None:
+        found = self._model_of(model_node)
+        if found is None:
+            return
+        label, module = found
+        if isinstance(module, Submodule):
+            self._fed_classes.add(id(module.klass))
+        interpreter = Interpreter()
+        output = interpreter.call_module(module, [Tensor(source.shape)], feed, self.sem, 0, True)
+        run = ModelRun(label, source.description, source.shape, interpreter.run.steps, output,
+                       interpreter.run.problems, feed)
+        self._outputs[feed] = output
+        self.facts.runs.append(run)
+        for problem in interpreter.run.problems:
+            self._report(problem, source, feed)
+
+    def _transform_findings(self, misfits, source: Optional[I.Source]) -> None:
+        for call, given, channels in misfits:
+            description = source.description if source is not None else f"{channels} channels"
+            if call in self.sem.index.order and (call, "normalize") not in self._reported:
+                self._reported.add((call, "normalize"))
+                self.facts.findings.append(Finding(
+                    "TL307", call,
+                    f"`{_short(self.sem, call)}` gives {given} channel values but the images have {channels} "
+                    f"channel{'s' if channels != 1 else ''} ({description}): the first batch raises "
+                    f"`RuntimeError: The size of tensor a ({channels}) must match the size of tensor b ({given})`; "
+                    f"give {channels} value{'s' if channels != 1 else ''} per statistic"))
+
+    # -- models nothing known feeds
+    def _symbolic_class(self, klass: cst.ClassDef) -> None:
+        sem = self.sem
+        forward = method(klass, "forward")
+        init = method(klass, "__init__")
+        if forward is None or init is None:
+            return
+        arguments = bind_constructor(sem, klass, sem, None, {})
+        layers = class_layers(sem, klass, arguments)
+        shape = _symbolic_input(forward, layers)
+        if shape is None:
+            return
+        interpreter = Interpreter()
+        module = Submodule(klass, sem, arguments, klass, "")
+        output = interpreter.call_module(module, [Tensor(shape)], klass, sem, 0, True)
+        source = I.Source(tuple(shape[1:]), "any input the model takes")
+        self.facts.runs.append(ModelRun(klass.name.value, "symbolic", shape, interpreter.run.steps, output,
+                                        interpreter.run.problems, klass))
+        for problem in interpreter.run.problems:
+            if problem.kind in ("features", "cat", "broadcast", "matmul", "view"):
+                self._report(problem, source, None)
+
+    # -- reporting
+    def _report(self, problem: Problem, source: I.Source, feed: Optional[cst.Call]) -> None:
+        sem = self.sem
+        if not problem.certain:
+            return
+        code = CODES.get(problem.kind)
+        if code is None:
+            return
+        here = problem.definition if problem.definition is not None and problem.definition in sem.index.order else (
+            problem.node if problem.node in sem.index.order else feed)
+        if here is None:
+            return
+        key = (here, code)
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        message, fix = _message(problem, source, sem, here is feed)
+        self.facts.findings.append(Finding(code, here, message, fix))
+
+
+def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any]) -> Optional[tuple]:
+    """(N, C, H, W) for a forward whose first step feeds its input to a layer that fixes the
+    rank and the channels (a convolution, a Linear)."""
+    params = [p.name.value for p in forward.params.params[1:]]
+    if len(params) != 1:
+        return None
+    name = params[0]
+    for statement in forward.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return None
+        for small in statement.body:
+            value = getattr(small, "value", None)
+            call = value if isinstance(value, cst.Call) else None
+            if call is None:
+                return None
+            while call is not None:
+                if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == name \
+                        and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) \
+                        and call.func.value.value == "self":
+                    return _first_layer_input(layers.get(call.func.attr.value))
+                inner = call.args[0].value if call.args else None
+                call = inner if isinstance(inner, cst.Call) else None
+            return None
+    return None
+
+
+def _first_layer_input(layer: Any) -> Optional[tuple]:
+    while isinstance(layer, Sequence_) and layer.kind == "Sequential" and layer.layers:
+        layer = layer.layers[0]
+    if not isinstance(layer, Layer):
+        return None
+    name = layer.contract.name
+    arguments = layer.arguments
+    batch = D.symbol("N")
+    if name in ("Conv1d", "Conv2d", "Conv3d") and isinstance(arguments.get("in_channels"), int):
+        n = int(name[4])
+        return (batch, arguments["in_channels"]) + tuple(D.symbol(s) for s in ("L",) if n == 1) + \
+            tuple(D.symbol(s) for s in (("H", "W") if n == 2 else (("D", "H", "W") if n == 3 else ())))
+    if name == "Linear" and isinstance(arguments.get("in_features"), int):
+        return (batch, arguments["in_features"])
+    return None
+
+
+def _short(sem, node, limit: int = 50) -> str:
+    text = " ".join(sem.source(node).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _where(sem, node) -> str:
+    elsewhere = sem.elsewhere(node)
+    if elsewhere:
+        return elsewhere
+    line = I.line_of(sem, node)
+    return f"line {line}" if line else "here"
+
+
+def _arithmetic(problem: Problem, source: I.Source) -> str:
+    """The chain of shapes that led to the problem: `CIFAR10 3×32×32 (line 8) → conv1 6×28×28 → ...`."""
+    parts = [source.description]
+    steps = [s for s in problem.trace if s.depth <= 1]
+    if len(steps) > 9:
+        parts.append("…")
+        steps = steps[-8:]
+    for step in steps:
+        parts.append(f"{step.label} {D.shape_text(step.after, batch=False)}")
+    return " → ".join(parts)
+
+
+def _message(problem: Problem, source: I.Source, sem, at_feed: bool) -> Tuple[str, Optional[Tuple[cst.CSTNode, str]]]:
+    chain = _arithmetic(problem, source)
+    fix = None
+    if problem.definition is not None:
+        layer_sem = problem.semantic
+        where = _where(layer_sem, problem.definition)
+        head = f"`{problem.layer} = {_short(layer_sem, problem.definition)}` ({where}) {problem.misfit.text if problem.misfit else problem.text}"
+        misfit = problem.misfit
+        consequence = _consequence(problem, source)
+        if misfit is not None and misfit.kind == "features" and D.is_known(misfit.got) and not at_feed:
+            argument = _argument_node(problem.definition, misfit.parameter, problem.semantic)
+            if argument is not None:
+                fix = (argument, str(misfit.got))
+                consequence += f"; build it with {misfit.parameter}={misfit.got}"
+        return f"{head}: {chain}; {consequence}", fix
+    return f"{problem.text}: {chain}", None
+
+
+def _consequence(problem: Problem, source: I.Source) -> str:
+    misfit = problem.misfit
+    batch = str(source.batch_size) if source.batch_size else "N"
+    if misfit is None:
+        return "the forward raises"
+    if misfit.kind == "window":
+        return "the forward raises `RuntimeError: ... Kernel size can't be greater than actual input size` " \
+               "(or `Output size is too small`)"
+    if misfit.parameter == "in_features":
+        out = (problem.arguments or {}).get("out_features")
+        return (f"the forward raises `mat1 and mat2 shapes cannot be multiplied ({batch}x{D.text(misfit.got)} and "
+                f"{misfit.expected}x{out if isinstance(out, int) else '…'})`")
+    if misfit.parameter == "in_channels":
+        return (f"the forward raises `expected input[{batch}, {D.text(misfit.got)}, ...] to have {misfit.expected} "
+                f"channels, but got {D.text(misfit.got)} channels instead`")
+    if misfit.parameter == "num_features":
+        return f"the forward raises `running_mean should contain {D.text(misfit.got)} elements not {misfit.expected}`"
+    return "the forward raises"
+
+
+def _argument_node(call: cst.Call, parameter: Optional[str], sem) -> Optional[cst.CSTNode]:
+    if parameter is None:
+        return None
+    qualified = sem.qualified_name(call.func)
+    contract = C.contract(qualified)
+    if contract is None:
+        return None
+    names = [name for name, _ in contract.parameters]
+    for argument in call.args:
+        if argument.keyword is not None and argument.keyword.value == parameter:
+            return argument.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    if parameter in names and names.index(parameter) < len(positional):
+        return positional[names.index(parameter)].value
+    return None

@@ -1,0 +1,383 @@
+"""Where a model's input shape comes from: the data pipeline that feeds it, or a tensor the code
+builds with literal sizes.
+
+- a batch of a `DataLoader` over a torchvision dataset (MNIST family 1×28×28, CIFAR10/100 and SVHN
+  3×32×32, STL10 3×96×96, ImageFolder 3×?×?), its transforms applied (`Resize`, `CenterCrop`,
+  `RandomResizedCrop`, `RandomCrop`, `Grayscale`, `Pad`; size-keeping ones such as `ToTensor`,
+  `Normalize` or flips), or over a `TensorDataset` of tensors built with literal sizes;
+- a tensor factory with literal sizes (`torch.randn(2, 3, 32, 32)`);
+- `summary(model, (3, 32, 32))` (torchsummary: no batch) and `summary(model, input_size=(1, 3,
+  32, 32))` (torchinfo: with the batch).
+
+The batch dimension is always the symbol N (a model must work for every batch size, the last
+partial batch included); the literal batch size, where the code fixes one, is kept for messages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.tensor_shape import dims as D
+from torchlint.analysis.tensor_shape.modules import UNKNOWN, evaluate
+
+BATCH = D.symbol("N")
+
+DATASETS = {
+    "MNIST": (1, 28, 28), "FashionMNIST": (1, 28, 28), "KMNIST": (1, 28, 28), "EMNIST": (1, 28, 28),
+    "QMNIST": (1, 28, 28), "CIFAR10": (3, 32, 32), "CIFAR100": (3, 32, 32), "SVHN": (3, 32, 32),
+    "STL10": (3, 96, 96), "ImageFolder": (3, None, None), "Omniglot": (1, 105, 105),
+}
+
+_SIZE_KEEPING = frozenset({
+    "ToTensor", "PILToTensor", "ConvertImageDtype", "Normalize", "RandomHorizontalFlip", "RandomVerticalFlip",
+    "ColorJitter", "RandomGrayscale", "GaussianBlur", "RandomErasing", "ToImage", "ToDtype", "RandomInvert",
+    "RandomAutocontrast", "RandomEqualize", "RandomAdjustSharpness", "RandomPosterize", "RandomSolarize",
+    "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "RandomPerspective",
+})
+
+_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "FloatTensor", "Tensor"})
+
+
+@dataclass
+class Source:
+    """A known input: its per-sample shape (without the batch), where it comes from ("CIFAR10
+    3×32×32 (line 8)"), the batch size the code fixes, and transform misfits found on the way."""
+
+    sample: Tuple[D.Dim, ...]
+    description: str
+    batch_size: Optional[int] = None
+    batched: bool = True
+    normalize_misfits: List[Tuple[cst.Call, int, int]] = field(default_factory=list)
+
+    @property
+    def shape(self) -> D.Shape:
+        return ((BATCH,) + tuple(self.sample)) if self.batched else tuple(self.sample)
+
+
+def line_of(sem, node) -> Optional[int]:
+    """The 1-based line where `node` starts in its own file."""
+    from torchlint.positions import node_ranges
+
+    found = node_ranges(sem.module, [node], sem.index).get(node)
+    return found[0][0] if found else None
+
+
+def _line(sem, node) -> str:
+    line = line_of(sem, node)
+    return f" (line {line})" if line else ""
+
+
+def _strip(sem, expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`x.to(device)`, `x.cuda()`, `x.float()`, `Variable(x)`: the same tensor's shape."""
+    while True:
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and \
+                expr.func.attr.value in ("to", "cuda", "float", "double", "half", "cpu", "requires_grad_", "contiguous"):
+            expr = expr.func.value
+            continue
+        if isinstance(expr, cst.Call) and expr.args and sem.qualified_name(expr.func) in (
+                "torch.autograd.Variable", "torch.autograd.variable.Variable"):
+            expr = expr.args[0].value
+            continue
+        return expr
+
+
+def batch_origin(sem, expr: cst.BaseExpression, depth: int = 0) -> Optional[Tuple[cst.BaseExpression, Tuple[int, ...]]]:
+    """The loader a batch element comes from and its position in the batch: `data` of `for i,
+    (data, target) in enumerate(loader)` is (loader, (0,))."""
+    if depth > 8:
+        return None
+    expr = _strip(sem, expr)
+    if not isinstance(expr, cst.Name):
+        return None
+    definition = sem.reaching_definition(expr)
+    if definition is None or definition.path is None:
+        return None
+    if definition.kind == "for":
+        iterable, path = definition.value, tuple(definition.path)
+        if isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) \
+                and iterable.func.value == "enumerate" and iterable.args:
+            if not path or path[0] != 1:
+                return None
+            iterable, path = iterable.args[0].value, path[1:]
+        return iterable, path
+    if definition.kind == "assign" and definition.value is not None:
+        value = definition.value
+        path = tuple(definition.path)
+        if path and isinstance(value, (cst.Tuple, cst.List)):
+            elements = value.elements
+            if path[0] >= len(elements) or isinstance(elements[path[0]], cst.StarredElement):
+                return None
+            inner = batch_origin(sem, elements[path[0]].value, depth + 1)
+            return None if inner is None else (inner[0], inner[1] + path[1:])
+        if isinstance(_strip(sem, value), cst.Call) and isinstance(_strip(sem, value).func, cst.Name) \
+                and _strip(sem, value).func.value == "next":
+            call = _strip(sem, value)
+            if call.args and isinstance(call.args[0].value, cst.Call) and isinstance(call.args[0].value.func, cst.Name) \
+                    and call.args[0].value.func.value == "iter" and call.args[0].value.args:
+                return call.args[0].value.args[0].value, path
+        inner = batch_origin(sem, value, depth + 1)
+        return None if inner is None else (inner[0], inner[1] + path)
+    return None
+
+
+def loader_source(sem, loader_call: cst.Call) -> Optional[Source]:
+    """The per-sample shape a DataLoader's dataset yields as its first element."""
+    dataset = None
+    batch_size = None
+    for position, argument in enumerate(a for a in loader_call.args if a.keyword is None):
+        if position == 0:
+            dataset = argument.value
+        elif position == 1:
+            batch_size = evaluate(sem, argument.value, {}, 0)
+    for argument in loader_call.args:
+        if argument.keyword is not None and argument.keyword.value == "dataset":
+            dataset = argument.value
+        if argument.keyword is not None and argument.keyword.value == "batch_size":
+            batch_size = evaluate(sem, argument.value, {}, 0)
+        if argument.star:
+            batch_size = None
+    if dataset is None:
+        return None
+    source = dataset_source(sem, dataset, 0)
+    if source is not None and isinstance(batch_size, int) and not isinstance(batch_size, bool):
+        source.batch_size = batch_size
+    return source
+
+
+def _call_of(sem, expr: cst.BaseExpression) -> Optional[cst.Call]:
+    value = sem.assigned_value(expr) if isinstance(expr, cst.Name) else expr
+    return value if isinstance(value, cst.Call) else None
+
+
+def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source]:
+    call = _call_of(sem, expr)
+    if call is None or depth > 4:
+        return None
+    qualified = sem.qualified_name(call.func) or ""
+    short = qualified.rsplit(".", 1)[-1]
+    if qualified.startswith("torch.utils.data") and short in ("Subset", "random_split") and call.args:
+        return dataset_source(sem, call.args[0].value, depth + 1)
+    if qualified.startswith("torch.utils.data") and short == "TensorDataset" and call.args:
+        first = tensor_source(sem, call.args[0].value)
+        if first is None or not first.sample:
+            return None
+        return Source(tuple(first.sample[1:]), f"TensorDataset of {D.shape_text(first.sample)}{_line(sem, call)}")
+    if not qualified.startswith("torchvision.datasets.") or short not in DATASETS:
+        return None
+    shape = list(DATASETS[short])
+    description = f"{short}"
+    transform = None
+    for argument in call.args:
+        if argument.keyword is not None and argument.keyword.value == "transform":
+            transform = argument.value
+    misfits: List[Tuple[cst.Call, int, int]] = []
+    if transform is not None:
+        shape = _transformed(sem, transform, shape, misfits)
+        if shape is None:
+            return None
+    if any(d is None for d in shape):
+        return None
+    source = Source(tuple(shape), f"{short} {'×'.join(str(d) for d in shape)}{_line(sem, call)}")
+    source.normalize_misfits = misfits
+    return source
+
+
+def normalize_misfits(sem, call: cst.Call) -> List[Tuple[cst.Call, int, int]]:
+    """The `Normalize` transforms of a torchvision dataset's transform whose statistics have
+    neither one value nor one per channel of the images: (call, values given, channels)."""
+    qualified = sem.qualified_name(call.func) or ""
+    short = qualified.rsplit(".", 1)[-1]
+    if not qualified.startswith("torchvision.datasets.") or short not in DATASETS:
+        return []
+    misfits: List[Tuple[cst.Call, int, int]] = []
+    for argument in call.args:
+        if argument.keyword is not None and argument.keyword.value == "transform":
+            _transformed(sem, argument.value, list(DATASETS[short]), misfits)
+    return misfits
+
+
+def _transformed(sem, transform: cst.BaseExpression, shape: list, misfits: list) -> Optional[list]:
+    call = _call_of(sem, transform)
+    if call is None:
+        return None
+    qualified = sem.qualified_name(call.func) or ""
+    short = qualified.rsplit(".", 1)[-1]
+    if not qualified.startswith("torchvision.transforms"):
+        return None
+    if short == "Compose":
+        if len(call.args) != 1 or not isinstance(call.args[0].value, (cst.List, cst.Tuple)):
+            return None
+        for element in call.args[0].value.elements:
+            if isinstance(element, cst.StarredElement):
+                return None
+            shape = _transformed(sem, element.value, shape, misfits)
+            if shape is None:
+                return None
+        return shape
+    arguments = [evaluate(sem, a.value, {}, 0) for a in call.args if a.keyword is None]
+    keywords = {a.keyword.value: evaluate(sem, a.value, {}, 0) for a in call.args if a.keyword is not None}
+    first = arguments[0] if arguments else keywords.get("size", UNKNOWN)
+    if short in _SIZE_KEEPING:
+        if short == "Normalize":
+            mean = arguments[0] if arguments else keywords.get("mean", UNKNOWN)
+            if isinstance(mean, tuple) and isinstance(shape[0], int) and len(mean) not in (1, shape[0]):
+                misfits.append((call, len(mean), shape[0]))
+        return shape
+    if short == "Grayscale":
+        channels = arguments[0] if arguments else keywords.get("num_output_channels", 1)
+        return [channels if isinstance(channels, int) else None] + shape[1:]
+    if short in ("Resize", "CenterCrop", "RandomCrop", "RandomResizedCrop", "RandomSizedCrop", "Scale"):
+        if isinstance(first, int) and not isinstance(first, bool):
+            if short == "Resize" or short == "Scale":
+                if shape[1] is not None and shape[1] == shape[2]:
+                    return [shape[0], first, first]
+                return [shape[0], None, None]
+            return [shape[0], first, first]
+        if isinstance(first, tuple) and len(first) == 2 and all(isinstance(v, int) for v in first):
+            return [shape[0], first[0], first[1]]
+        if isinstance(first, tuple) and len(first) == 1 and isinstance(first[0], int):
+            return [shape[0], first[0], first[0]]
+        return None
+    if short == "Pad":
+        padding = first
+        if isinstance(padding, int) and all(isinstance(d, int) for d in shape[1:]):
+            return [shape[0], shape[1] + 2 * padding, shape[2] + 2 * padding]
+        return None
+    if short in ("RandomRotation", "RandomAffine"):
+        return shape if keywords.get("expand", False) is False else None
+    return None
+
+
+def tensor_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
+    """A tensor built with literal sizes (`torch.randn(2, 3, 32, 32)`): its whole shape as
+    `sample`, not batched."""
+    call = _call_of(sem, _strip(sem, expr))
+    if call is None:
+        return None
+    qualified = sem.qualified_name(call.func) or ""
+    parts = qualified.split(".")
+    if len(parts) != 2 or parts[0] != "torch" or parts[1] not in _FACTORIES | {"randint"}:
+        return None
+    positional = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in call.args):
+        return None
+    if parts[1] == "randint":
+        sizes = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "size"]
+        if not sizes and positional:
+            sizes = [positional[-1].value]
+        if len(sizes) != 1:
+            return None
+        value = evaluate(sem, sizes[0], {}, 0)
+        dims = value if isinstance(value, tuple) else None
+    else:
+        values = [evaluate(sem, a.value, {}, 0) for a in positional]
+        dims = values[0] if len(values) == 1 and isinstance(values[0], tuple) else tuple(values)
+        if parts[1] in ("FloatTensor", "Tensor") and len(values) == 1 and not isinstance(values[0], tuple):
+            return None
+    if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
+        return None
+    description = f"`{_short_text(sem, call)}`{_line(sem, call)}"
+    if len(dims) in (4, 5):  # images and volumes: the batch comes first, and any batch size must work
+        return Source(tuple(dims[1:]), description, batch_size=dims[0])
+    return Source(tuple(dims), description, batched=False)
+
+
+def _short_text(sem, node) -> str:
+    text = " ".join(sem.source(node).split())
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def element_shape(sem, expr: cst.BaseExpression) -> Optional[Tuple[D.Shape, str]]:
+    """The batched shape of element k of a batch from a loader over a known dataset: the labels
+    of a classification dataset are (N,); element k of a TensorDataset is its tensor's shape."""
+    origin = batch_origin(sem, expr)
+    if origin is None or len(origin[1]) != 1:
+        return None
+    loader = sem.values.of(origin[0])
+    site = getattr(loader, "site", None)
+    if loader.kind != "loader" or not isinstance(site, cst.Call) or site not in sem.index.order:
+        return None
+    dataset = next((a.value for a in site.args if a.keyword is None and not a.star), None)
+    for argument in site.args:
+        if argument.keyword is not None and argument.keyword.value == "dataset":
+            dataset = argument.value
+    call = _call_of(sem, dataset) if dataset is not None else None
+    if call is None:
+        return None
+    qualified = sem.qualified_name(call.func) or ""
+    short = qualified.rsplit(".", 1)[-1]
+    position = origin[1][0]
+    if qualified.startswith("torch.utils.data") and short == "TensorDataset":
+        tensors = [a.value for a in call.args if a.keyword is None and not a.star]
+        if position >= len(tensors):
+            return None
+        source = tensor_source(sem, tensors[position])
+        if source is None or not source.sample:
+            return None
+        return (BATCH,) + tuple(source.sample[1:]), f"TensorDataset of {source.description}"
+    if qualified.startswith("torchvision.datasets.") and short in DATASETS and short != "ImageFolder" and position == 1:
+        return (BATCH,), f"{short} class labels{_line(sem, call)}"
+    if short == "ImageFolder" and position == 1:
+        return (BATCH,), f"ImageFolder class labels{_line(sem, call)}"
+    return None
+
+
+def input_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
+    """What is known of the tensor `expr` a model is called with."""
+    built = tensor_source(sem, expr)
+    if built is not None:
+        return built
+    origin = batch_origin(sem, expr)
+    if origin is None:
+        return None
+    iterable, path = origin
+    if path != (0,):
+        return None
+    loader = sem.values.of(iterable)
+    site = getattr(loader, "site", None)
+    if loader.kind != "loader" or not isinstance(site, cst.Call):
+        return None
+    if site not in sem.index.order:
+        return None
+    return loader_source(sem, site)
+
+
+def target_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
+    """The labels of a classification dataset's batch (element 1): shape (N,)."""
+    origin = batch_origin(sem, expr)
+    if origin is None or origin[1] != (1,):
+        return None
+    loader = sem.values.of(origin[0])
+    site = getattr(loader, "site", None)
+    if loader.kind != "loader" or not isinstance(site, cst.Call) or site not in sem.index.order:
+        return None
+    source = loader_source(sem, site)
+    if source is None or source.description.startswith("TensorDataset"):
+        return None
+    return Source((), f"the {source.description.split(' ')[0]} labels", source.batch_size)
+
+
+def summary_source(sem, call: cst.Call) -> Optional[Tuple[cst.BaseExpression, Source]]:
+    """`summary(model, (3, 32, 32))` (torchsummary) or `summary(model, input_size=(1, 3, 32, 32))`
+    (torchinfo): the model and its input."""
+    qualified = sem.qualified_name(call.func) or ""
+    if qualified not in ("torchsummary.summary", "torchsummary.torchsummary.summary", "torchinfo.summary",
+                         "torchinfo.torchinfo.summary"):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None]
+    keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    if not positional:
+        return None
+    size_node = positional[1] if len(positional) > 1 else keywords.get("input_size")
+    if size_node is None:
+        return None
+    size = evaluate(sem, size_node, {}, 0)
+    if not isinstance(size, tuple) or not size or not all(isinstance(d, int) and not isinstance(d, bool) for d in size):
+        return None
+    description = f"`{_short_text(sem, call)}`{_line(sem, call)}"
+    if qualified.startswith("torchsummary"):
+        return positional[0], Source(tuple(size), description)
+    return positional[0], Source(tuple(size[1:]), description)

@@ -1,0 +1,120 @@
+"""The input/target contracts of the losses, as data:
+
+- CrossEntropy / NLL: input (N, C) takes class indices (N,) or class probabilities (N, C); a
+  target with an extra size-1 dimension, (N, 1), raises `0D or 1D target tensor expected,
+  multi-target not supported`;
+- BCE / BCEWithLogits: input and target of the same size, else ValueError;
+- MSE / L1 / SmoothL1 / Huber: shapes that differ broadcast; (N, 1) against (N,) silently gives an
+  N×N loss (a UserWarning only), so the model learns the mean of the targets.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.tensor_shape import dims as D
+from torchlint.analysis.tensor_shape import inputs as I
+from torchlint.analysis.tensor_shape import ops
+
+CLASS_INDEX = {"CrossEntropyLoss": "cross_entropy", "NLLLoss": "nll_loss"}
+SAME_SIZE = {"BCELoss": "binary_cross_entropy", "BCEWithLogitsLoss": "binary_cross_entropy_with_logits"}
+BROADCASTING = {"MSELoss": "mse_loss", "L1Loss": "l1_loss", "SmoothL1Loss": "smooth_l1_loss", "HuberLoss": "huber_loss"}
+_FUNCTIONAL = {v: k for table in (CLASS_INDEX, SAME_SIZE, BROADCASTING) for k, v in table.items()}
+
+
+def loss_class(sem, call: cst.Call) -> Optional[str]:
+    """`CrossEntropyLoss` for `criterion(out, y)` with `criterion = nn.CrossEntropyLoss()`, or for
+    `F.cross_entropy(out, y)`."""
+    qualified = sem.qualified_name(call.func) or ""
+    if qualified.startswith("torch.nn.functional."):
+        return _FUNCTIONAL.get(qualified.rsplit(".", 1)[-1])
+    value = sem.values.of(call.func)
+    if value.kind != "criterion":
+        return None
+    site = getattr(value, "site", None)
+    if not isinstance(site, cst.Call):
+        return None
+    name = (sem.qualified_name(site.func) or "").rsplit(".", 1)[-1]
+    return name if name in CLASS_INDEX or name in SAME_SIZE or name in BROADCASTING else None
+
+
+def target_shape(sem, expr: cst.BaseExpression) -> Optional[Tuple[D.Shape, str]]:
+    """The target's shape where the batch fixes it, through `.view(-1, 1)`, `.unsqueeze(1)`,
+    `.float()`, `.long()`, `.to(device)`."""
+    steps = []
+    node = expr
+    for _ in range(8):
+        node = sem.assigned_value(node) if isinstance(node, cst.Name) and not _is_batch_name(sem, node) else node
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
+                node.func.attr.value in ("float", "long", "to", "cuda", "double", "type", "unsqueeze", "view", "reshape"):
+            steps.append(node)
+            node = node.func.value
+            continue
+        break
+    if node is None:
+        return None
+    found = I.element_shape(sem, node)
+    if found is None:
+        return None
+    shape, description = found
+    for call in reversed(steps):
+        name = call.func.attr.value
+        if name in ("unsqueeze", "view", "reshape"):
+            arguments = [_literal(a.value) for a in call.args if a.keyword is None]
+            if None in arguments or any(a.keyword is not None or a.star for a in call.args):
+                return None
+            from torchlint.analysis.tensor_shape.values import Num
+
+            result = ops.tensor_method(name, shape, [Num(a) for a in arguments], {})
+            shape = getattr(result, "shape", None)
+            if shape is None:
+                return None
+            description += f", then `.{name}({', '.join(str(a) for a in arguments)})`"
+    return shape, description
+
+
+def _is_batch_name(sem, node: cst.Name) -> bool:
+    definition = sem.reaching_definition(node)
+    return definition is not None and definition.kind == "for"
+
+
+def _literal(node) -> Optional[int]:
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
+        return -int(node.expression.value)
+    return None
+
+
+def check(loss: str, output: D.Shape, target: D.Shape) -> Optional[str]:
+    """Why `loss(output, target)` fails or trains wrongly, or None."""
+    if output is None or target is None:
+        return None
+    if loss in CLASS_INDEX:
+        if len(output) == 2 and len(target) == 2 and target[1] == 1 and D.same(output[1], 1) is False:
+            return (f"{loss} takes class indices of shape (N,) for an (N, C) input, and this target has an extra "
+                    f"dimension of size 1: the forward raises `RuntimeError: 0D or 1D target tensor expected, "
+                    f"multi-target not supported`; pass `target.squeeze(1)` or build the labels as (N,)")
+        return None
+    if loss in SAME_SIZE:
+        if len(output) != len(target) or any(D.same(a, b) is False for a, b in zip(output, target)):
+            if _one_extra(output, target) or _one_extra(target, output):
+                return (f"{loss} needs the input and target of the same size: it raises `ValueError: Using a target "
+                        f"size ... that is different to the input size`; use `output.squeeze(1)` or "
+                        f"`target.unsqueeze(1).float()`")
+        return None
+    if loss in BROADCASTING:
+        if _one_extra(output, target):
+            return (f"{loss} of an (N, 1) output against an (N,) target broadcasts to an N×N loss (torch only warns "
+                    f"`Using a target size that is different to the input size`): every prediction is compared "
+                    f"with every sample's target, so the model learns their mean; use `output.squeeze(1)` or "
+                    f"`target.view(-1, 1)`")
+    return None
+
+
+def _one_extra(longer: D.Shape, shorter: D.Shape) -> bool:
+    """`longer` is `shorter` with a trailing size-1 dimension: (N, 1) against (N,)."""
+    return len(longer) == len(shorter) + 1 and longer[-1] == 1 and all(
+        D.same(a, b) is not False for a, b in zip(longer, shorter)) and len(shorter) >= 1 and shorter[0] == longer[0]

@@ -1,0 +1,832 @@
+"""A module class's layers, read from its `__init__`, and its `forward` interpreted over shapes.
+
+The layers are what `__init__` assigns to `self` (`self.conv1 = nn.Conv2d(3, 6, 5)`), with their
+constructor arguments evaluated where the code fixes them: literals, arithmetic, the constructor's
+own parameters (bound from the call that builds the model, or their defaults), module-level
+constants and attributes `__init__` set before. `nn.Sequential` and `nn.ModuleList` keep their
+layers in order; an instance of another of the project's module classes is interpreted in turn.
+
+`forward` is then run over abstract values: a tensor's shape (each dimension a `dims.Dim`), a
+tuple, a number (a dimension), a layer, or unknown. Straight-line code, `if`s whose condition the
+constructor decides, loops over a `ModuleList` and calls of the module's other methods are
+followed; anything else makes the names it binds unknown. Each layer checks its input against its
+contract (`contracts`); a misfit is recorded once with the shapes that led to it (the trace).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.tensor_shape import contracts as C
+from torchlint.analysis.tensor_shape import dims as D
+from torchlint.analysis.tensor_shape import ops
+from torchlint.analysis.tensor_shape.values import Num, Tensor, Tup
+
+UNKNOWN = C.UNKNOWN
+_MAX_DEPTH = 6
+
+
+# -- abstract values ---------------------------------------------------------------------------
+
+@dataclass
+class Layer:
+    """A torch layer built in `__init__`: `name` is the attribute (`conv1`), `node` the call."""
+
+    contract: C.Contract
+    arguments: Dict[str, Any]
+    node: cst.Call
+    name: str
+    semantic: Any
+
+
+@dataclass
+class Sequence_:
+    layers: List[Any]
+    node: cst.CSTNode
+    name: str
+    kind: str = "Sequential"  # or "ModuleList"
+
+
+@dataclass
+class Submodule:
+    """An instance of a module class of the project, with its constructor's arguments."""
+
+    klass: cst.ClassDef
+    semantic: Any
+    arguments: Dict[str, Any]
+    node: cst.CSTNode
+    name: str
+
+
+MODULE_VALUES = (Layer, Sequence_, Submodule)
+
+
+@dataclass
+class Step:
+    """One layer or op applied in a forward: what `torchlint shapes` prints and messages cite."""
+
+    label: str
+    node: cst.CSTNode
+    semantic: Any
+    before: D.Shape
+    after: D.Shape
+    depth: int = 0
+
+
+@dataclass
+class Problem:
+    """An input that does not fit: `kind` "features", "rank", "window", "view", "broadcast",
+    "cat"; `node` the call in forward that fails, `definition` the layer's constructor call
+    (None for an op); `trace` the steps before it; `certain` False where a condition the code
+    does not decide guards it."""
+
+    kind: str
+    node: cst.CSTNode
+    semantic: Any
+    text: str
+    definition: Optional[cst.CSTNode] = None
+    misfit: Optional[C.Misfit] = None
+    trace: Tuple[Step, ...] = ()
+    certain: bool = True
+    layer: Optional[str] = None
+    fix: Optional[Tuple[cst.CSTNode, str]] = None  # (argument node, replacement text)
+    arguments: Optional[Dict[str, Any]] = None  # the layer's constructor arguments
+
+
+@dataclass
+class Run:
+    output: Any = None
+    steps: List[Step] = field(default_factory=list)
+    problems: List[Problem] = field(default_factory=list)
+
+
+# -- constant evaluation -----------------------------------------------------------------------
+
+def evaluate(sem, node: cst.BaseExpression, env: Dict[str, Any], depth: int = 0) -> Any:
+    """The Python value of a constructor argument (int, float, str, bool, None, tuple), a layer,
+    or UNKNOWN."""
+    if depth > 12:
+        return UNKNOWN
+    kind = type(node)
+    if kind is cst.Integer:
+        return int(node.value.replace("_", ""), 0)
+    if kind is cst.Float:
+        try:
+            return float(node.value)
+        except ValueError:
+            return UNKNOWN
+    if kind is cst.SimpleString:
+        try:
+            return node.evaluated_value
+        except Exception:
+            return UNKNOWN
+    if kind is cst.Name:
+        if node.value in env:
+            return env[node.value]
+        if node.value in ("True", "False", "None"):
+            return {"True": True, "False": False, "None": None}[node.value]
+        return _global(sem, node, depth)
+    if kind in (cst.Tuple, cst.List):
+        items = []
+        for element in node.elements:
+            if isinstance(element, cst.StarredElement):
+                inner = evaluate(sem, element.value, env, depth + 1)
+                if not isinstance(inner, tuple):
+                    return UNKNOWN
+                items.extend(inner)
+            else:
+                items.append(evaluate(sem, element.value, env, depth + 1))
+        return tuple(items)
+    if kind is cst.UnaryOperation:
+        value = evaluate(sem, node.expression, env, depth + 1)
+        if isinstance(node.operator, cst.Minus) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return -value
+        if isinstance(node.operator, cst.Not) and isinstance(value, bool):
+            return not value
+        return UNKNOWN
+    if kind is cst.BinaryOperation:
+        left = evaluate(sem, node.left, env, depth + 1)
+        right = evaluate(sem, node.right, env, depth + 1)
+        return _arithmetic(node.operator, left, right)
+    if kind is cst.Attribute and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return env.get("self." + node.attr.value, UNKNOWN)
+    if kind is cst.Call:
+        name = sem.qualified_name(node.func)
+        if name in ("int", "builtins.int") and len(node.args) == 1:
+            value = evaluate(sem, node.args[0].value, env, depth + 1)
+            return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else UNKNOWN
+        return layer_of(sem, node, env, "", depth + 1)
+    if kind is cst.Subscript and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        container = evaluate(sem, node.value, env, depth + 1)
+        index = evaluate(sem, node.slice[0].slice.value, env, depth + 1)
+        if isinstance(container, tuple) and isinstance(index, int) and -len(container) <= index < len(container):
+            return container[index]
+        return UNKNOWN
+    return UNKNOWN
+
+
+def _arithmetic(operator, left, right):
+    numbers = (int, float)
+    if not (isinstance(left, numbers) and isinstance(right, numbers)) or isinstance(left, bool) or isinstance(right, bool):
+        if isinstance(operator, cst.Multiply) and isinstance(left, tuple) and isinstance(right, int):
+            return left * right
+        if isinstance(operator, cst.Add) and isinstance(left, tuple) and isinstance(right, tuple):
+            return left + right
+        return UNKNOWN
+    try:
+        if isinstance(operator, cst.Add):
+            return left + right
+        if isinstance(operator, cst.Subtract):
+            return left - right
+        if isinstance(operator, cst.Multiply):
+            return left * right
+        if isinstance(operator, cst.FloorDivide):
+            return left // right
+        if isinstance(operator, cst.Divide):
+            return left / right
+        if isinstance(operator, cst.Power):
+            return left ** right if abs(right) < 64 else UNKNOWN
+        if isinstance(operator, cst.Modulo):
+            return left % right
+    except (ZeroDivisionError, OverflowError):
+        return UNKNOWN
+    return UNKNOWN
+
+
+def _global(sem, name: cst.Name, depth: int) -> Any:
+    """A module-level constant (`NUM_CLASSES = 10`) certainly bound where it is read: assigned
+    once at the top level of the module and nowhere else."""
+    definition = sem.reaching_definition(name)
+    if definition is not None and definition.kind == "assign" and definition.path == () \
+            and definition.value is not None and sem.function_of(definition.statement) is None:
+        return evaluate(sem, definition.value, {}, depth + 1)
+    value = module_constants(sem).get(name.value)
+    return UNKNOWN if value is None else evaluate(sem, value, {}, depth + 1)
+
+
+def module_constants(sem) -> Dict[str, cst.BaseExpression]:
+    """Names assigned exactly once in the whole module, at its top level, with a plain target."""
+    found = sem.__dict__.get("_shape_constants")
+    if found is not None:
+        return found
+    counts: Dict[str, int] = {}
+    values: Dict[str, cst.BaseExpression] = {}
+    for statement in sem.module.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    values[small.targets[0].target.value] = small.value
+    for name in _assigned_names(sem.module):
+        counts[name] = counts.get(name, 0) + 1
+    for definition in sem.index.nodes(cst.Global) if hasattr(sem.index, "nodes") else ():
+        for item in definition.names:
+            counts[item.name.value] = 2
+    found = {name: value for name, value in values.items() if counts.get(name) == 1}
+    sem.__dict__["_shape_constants"] = found
+    return found
+
+
+# -- what __init__ builds ----------------------------------------------------------------------
+
+def layer_of(sem, call: cst.Call, env: Dict[str, Any], name: str, depth: int = 0) -> Any:
+    """The layer a constructor call builds (a torch layer, a container, a project module)."""
+    qualified = sem.qualified_name(call.func)
+    if qualified in ("torch.nn.Sequential", "torch.nn.modules.container.Sequential",
+                     "torch.nn.ModuleList", "torch.nn.modules.container.ModuleList"):
+        kind = "Sequential" if qualified.endswith("Sequential") else "ModuleList"
+        layers: List[Any] = []
+        arguments = list(call.args)
+        if kind == "ModuleList" or (len(arguments) == 1 and isinstance(arguments[0].value, (cst.List, cst.Tuple))
+                                    and not arguments[0].star):
+            if len(arguments) != 1 or not isinstance(arguments[0].value, (cst.List, cst.Tuple)):
+                return UNKNOWN
+            elements = [e.value if not isinstance(e, cst.StarredElement) else None for e in arguments[0].value.elements]
+        else:
+            if any(a.keyword is not None for a in arguments):
+                return UNKNOWN
+            elements = [a.value if not a.star else None for a in arguments]
+        for position, element in enumerate(elements):
+            if element is None:
+                return UNKNOWN
+            layer = evaluate(sem, element, env, depth + 1) if not isinstance(element, cst.Call) \
+                else layer_of(sem, element, env, f"{name}[{position}]", depth + 1)
+            if isinstance(layer, MODULE_VALUES) and not layer.name:
+                layer.name = f"{name}[{position}]"
+            layers.append(layer if isinstance(layer, MODULE_VALUES) else UNKNOWN)
+        return Sequence_(layers, call, name, kind)
+    contract = C.contract(qualified)
+    if contract is not None:
+        positional, keywords = [], {}
+        for argument in call.args:
+            if argument.star:
+                return Layer(contract, {n: UNKNOWN for n, _ in contract.parameters}, call, name, sem)
+            value = evaluate(sem, argument.value, env, depth + 1)
+            if argument.keyword is not None:
+                keywords[argument.keyword.value] = value
+            else:
+                positional.append(value)
+        if contract.parameters and contract.parameters[0][0] == "*":
+            return Layer(contract, {}, call, name, sem)
+        bound = contract.bind(positional, keywords)
+        if bound is None:
+            return UNKNOWN
+        return Layer(contract, bound, call, name, sem)
+    found = project_class(sem, call.func)
+    if found is not None:
+        klass, klass_sem = found
+        return Submodule(klass, klass_sem, bind_constructor(sem, klass, klass_sem, call, env, depth), call, name)
+    return UNKNOWN
+
+
+def project_class(sem, func: cst.BaseExpression) -> Optional[Tuple[cst.ClassDef, Any]]:
+    """The module class a constructor names, in this file or another file of the project."""
+    if isinstance(func, cst.Name):
+        definition = sem.reaching_definition(func)
+        if definition is not None and definition.kind == "class" and isinstance(definition.statement, cst.ClassDef):
+            klass = definition.statement
+            return (klass, sem) if sem.is_module_class(klass) else None
+    qualified = sem.qualified_name(func)
+    project = sem.project
+    if not qualified or project is None or qualified.split(".")[0] in ("torch", "torchvision", "builtins"):
+        return None
+    fact = project.fact(qualified)
+    if fact is None or fact.kind != "module class":
+        return None
+    from torchlint.analysis import project as project_layer
+
+    parsed = project_layer._read(fact.location[0])
+    if parsed is None or parsed.semantic is None:
+        return None
+    other = parsed.semantic
+    for klass in other.module_classes():
+        if klass.name.value == fact.name.rsplit(".", 1)[-1] and other.is_module_class(klass):
+            return klass, other
+    for klass in other.index.nodes(cst.ClassDef):
+        if klass.name.value == qualified.rsplit(".", 1)[-1] and other.is_module_class(klass):
+            return klass, other
+    return None
+
+
+def method(klass: cst.ClassDef, name: str) -> Optional[cst.FunctionDef]:
+    for statement in klass.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def bind_constructor(sem, klass: cst.ClassDef, klass_sem, call: Optional[cst.Call], env: Dict[str, Any],
+                     depth: int = 0) -> Dict[str, Any]:
+    """The values of `__init__`'s parameters for the call that builds the model (defaults where
+    the call leaves them out; UNKNOWN where nothing fixes them)."""
+    init = method(klass, "__init__")
+    if init is None:
+        return {}
+    params = [p for p in init.params.params][1:]
+    bound: Dict[str, Any] = {}
+    if call is not None:
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if any(a.star for a in call.args):
+            return {p.name.value: UNKNOWN for p in params}
+        for param, argument in zip(params, positional):
+            bound[param.name.value] = evaluate(sem, argument.value, env, depth + 1)
+        for argument in call.args:
+            if argument.keyword is not None:
+                bound[argument.keyword.value] = evaluate(sem, argument.value, env, depth + 1)
+    for param in list(params) + list(init.params.kwonly_params):
+        if param.name.value not in bound:
+            bound[param.name.value] = evaluate(klass_sem, param.default, {}, depth + 1) if param.default is not None else UNKNOWN
+    return bound
+
+
+def class_layers(klass_sem, klass: cst.ClassDef, arguments: Dict[str, Any], depth: int = 0) -> Dict[str, Any]:
+    """What `__init__` assigns to `self`: `self.conv1` -> Layer, `self.scale` -> 2, by name."""
+    init = method(klass, "__init__")
+    env: Dict[str, Any] = dict(arguments)
+    if init is None:
+        return {}
+    _init_block(klass_sem, init.body.body, env, depth)
+    return {key[5:]: value for key, value in env.items() if key.startswith("self.")}
+
+
+def _init_block(sem, statements, env: Dict[str, Any], depth: int) -> None:
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                    for target in targets:
+                        name = _target_name(target)
+                        if name is None:
+                            continue
+                        value = layer_of(sem, small.value, env, name[5:] if name.startswith("self.") else "", depth) \
+                            if isinstance(small.value, cst.Call) else evaluate(sem, small.value, env, depth)
+                        if isinstance(value, MODULE_VALUES) and name.startswith("self.") and not value.name:
+                            value.name = name[5:]
+                        env[name] = value
+                elif isinstance(small, cst.AugAssign):
+                    name = _target_name(small.target)
+                    if name is not None:
+                        env[name] = _arithmetic(_plain_operator(small.operator), env.get(name, UNKNOWN),
+                                                evaluate(sem, small.value, env, depth))
+        elif isinstance(statement, cst.If):
+            condition = evaluate(sem, statement.test, env, depth)
+            if condition is True or (isinstance(condition, (int, str)) and not isinstance(condition, bool) and condition):
+                _init_block(sem, statement.body.body, env, depth)
+            elif condition is False or condition is None or condition == 0:
+                orelse = statement.orelse
+                if isinstance(orelse, cst.Else):
+                    _init_block(sem, orelse.body.body, env, depth)
+                elif isinstance(orelse, cst.If):
+                    _init_block(sem, [orelse], env, depth)
+            else:
+                for name in _assigned_names(statement):
+                    env[name] = UNKNOWN
+        else:
+            for name in _assigned_names(statement):
+                env[name] = UNKNOWN
+
+
+def _plain_operator(operator):
+    return {cst.AddAssign: cst.Add(), cst.SubtractAssign: cst.Subtract(), cst.MultiplyAssign: cst.Multiply(),
+            cst.FloorDivideAssign: cst.FloorDivide(), cst.DivideAssign: cst.Divide()}.get(type(operator), None)
+
+
+def _target_name(target: cst.BaseExpression) -> Optional[str]:
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return "self." + target.attr.value
+    return None
+
+
+def _assigned_names(node: cst.CSTNode) -> List[str]:
+    found: List[str] = []
+
+    class Collector(cst.CSTVisitor):
+        def visit_AssignTarget(self, target: cst.AssignTarget) -> None:
+            _collect(target.target)
+
+        def visit_AugAssign(self, statement: cst.AugAssign) -> None:
+            _collect(statement.target)
+
+        def visit_AnnAssign(self, statement: cst.AnnAssign) -> None:
+            _collect(statement.target)
+
+        def visit_For(self, statement: cst.For) -> None:
+            _collect(statement.target)
+
+        def visit_WithItem(self, item: cst.WithItem) -> None:
+            if item.asname is not None:
+                _collect(item.asname.name)
+
+        def visit_NamedExpr(self, expr: cst.NamedExpr) -> None:
+            _collect(expr.target)
+
+        def visit_Call(self, call: cst.Call) -> None:
+            # `self.layers.append(...)` changes a container
+            if isinstance(call.func, cst.Attribute):
+                name = _target_name(call.func.value)
+                if name is not None:
+                    found.append(name)
+
+    def _collect(target) -> None:
+        name = _target_name(target)
+        if name is not None:
+            found.append(name)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                _collect(element.value)
+        elif isinstance(target, cst.StarredElement):
+            _collect(target.value)
+
+    node.visit(Collector())
+    return found
+
+
+# -- running forward ---------------------------------------------------------------------------
+
+class Interpreter:
+    """Runs a module's forward over abstract values, recording steps and problems."""
+
+    def __init__(self) -> None:
+        self.run = Run()
+        self._seen: set = set()
+        self._layers_cache: Dict[int, Dict[str, Any]] = {}
+
+    # -- modules
+    def call_module(self, module: Any, inputs: Sequence[Any], node: cst.CSTNode, sem, depth: int,
+                    certain: bool) -> Any:
+        if isinstance(module, Layer):
+            return self._call_layer(module, inputs, node, sem, depth, certain)
+        if isinstance(module, Sequence_):
+            if module.kind != "Sequential" or len(inputs) != 1:
+                return UNKNOWN
+            value = inputs[0]
+            for layer in module.layers:
+                if not isinstance(layer, MODULE_VALUES):
+                    return UNKNOWN
+                value = self.call_module(layer, [value], node, sem, depth, certain)
+            return value
+        if isinstance(module, Submodule):
+            return self.call_class(module.klass, module.semantic, module.arguments, inputs, depth + 1, certain,
+                                   prefix=module.name)
+        return UNKNOWN
+
+    def call_class(self, klass: cst.ClassDef, klass_sem, arguments: Dict[str, Any], inputs: Sequence[Any],
+                   depth: int, certain: bool, prefix: str = "") -> Any:
+        forward = method(klass, "forward")
+        if forward is None or depth > _MAX_DEPTH:
+            return UNKNOWN
+        key = (id(klass), tuple(sorted((k, repr(v)) for k, v in arguments.items())))
+        layers = self._layers_cache.get(hash(key))
+        if layers is None:
+            layers = class_layers(klass_sem, klass, arguments, depth)
+            self._layers_cache[hash(key)] = layers
+        frame = Frame(klass_sem, klass, layers, depth, certain, prefix)
+        return self.call_function(forward, frame, inputs, {})
+
+    def call_function(self, function: cst.FunctionDef, frame: "Frame", inputs: Sequence[Any], keywords: Dict[str, Any]) -> Any:
+        params = list(function.params.params)
+        if params and params[0].name.value == "self":
+            params = params[1:]
+        env: Dict[str, Any] = {}
+        for position, param in enumerate(params):
+            if position < len(inputs):
+                env[param.name.value] = inputs[position]
+            elif param.name.value in keywords:
+                env[param.name.value] = keywords[param.name.value]
+            elif param.default is not None:
+                env[param.name.value] = evaluate(frame.sem, param.default, {}, 0)
+            else:
+                env[param.name.value] = UNKNOWN
+        frame.env = env
+        frame.returns = []
+        self._block(function.body.body, frame, frame.certain)
+        if not frame.returns:
+            return UNKNOWN
+        first = frame.returns[0]
+        return first if all(_same_value(first, r) for r in frame.returns[1:]) else UNKNOWN
+
+    def _call_layer(self, layer: Layer, inputs: Sequence[Any], node, sem, depth: int, certain: bool) -> Any:
+        if not inputs or not isinstance(inputs[0], Tensor):
+            return UNKNOWN
+        before = inputs[0].shape
+        result = layer.contract.apply(layer.arguments, before)
+        label = layer.name or layer.contract.name
+        if isinstance(result, C.Misfit):
+            self._problem(Problem(result.kind, node, sem, result.text, layer.node, result, tuple(self.run.steps),
+                                  certain, label, arguments=layer.arguments), layer)
+            return UNKNOWN
+        if "[" in label:  # a Sequential's layer: its class says more than its index
+            label = f"{label.split('[')[0]}[{label.split('[', 1)[1]} {layer.contract.name}".lstrip("[") \
+                if not label.startswith("[") else layer.contract.name
+        if result != before or layer.contract.name not in C.IDENTITY_LAYERS:
+            self.run.steps.append(Step(label, layer.node, layer.semantic, before, result, depth))
+        output = Tensor(result)
+        if layer.contract.returns_pair:
+            return Tup((output, UNKNOWN))
+        return output
+
+    def _problem(self, problem: Problem, layer: Optional[Layer] = None) -> None:
+        key = (id(problem.node), id(problem.definition), problem.kind)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.run.problems.append(problem)
+
+    # -- statements
+    def _block(self, statements, frame: "Frame", certain: bool) -> bool:
+        """Interprets statements; False once a return or raise ends the block."""
+        for statement in statements:
+            if not self._statement(statement, frame, certain):
+                return False
+        return True
+
+    def _statement(self, statement, frame: "Frame", certain: bool) -> bool:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Return):
+                    frame.returns.append(self.expr(small.value, frame, certain) if small.value is not None else UNKNOWN)
+                    return False
+                if isinstance(small, cst.Raise):
+                    return False
+                if isinstance(small, (cst.Assign, cst.AnnAssign)):
+                    if small.value is None:
+                        continue
+                    value = self.expr(small.value, frame, certain)
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+                    for target in targets:
+                        self._bind(target, value, frame)
+                elif isinstance(small, cst.AugAssign):
+                    value = self._binary(small.target, small.value, _plain_operator(small.operator), small, frame, certain)
+                    self._bind(small.target, value, frame)
+                elif isinstance(small, cst.Expr):
+                    self.expr(small.value, frame, certain)
+            return True
+        if isinstance(statement, cst.If):
+            condition = self._condition(statement.test, frame)
+            if condition is True:
+                return self._block(statement.body.body, frame, certain)
+            orelse = statement.orelse
+            if condition is False:
+                if isinstance(orelse, cst.Else):
+                    return self._block(orelse.body.body, frame, certain)
+                if isinstance(orelse, cst.If):
+                    return self._statement(orelse, frame, certain)
+                return True
+            before = dict(frame.env)
+            returns_before = len(frame.returns)
+            went_on = self._block(statement.body.body, frame, False)
+            first = frame.env
+            frame.env = dict(before)
+            other_went_on = True
+            if isinstance(orelse, cst.Else):
+                other_went_on = self._block(orelse.body.body, frame, False)
+            elif isinstance(orelse, cst.If):
+                other_went_on = self._statement(orelse, frame, False)
+            if not went_on and not other_went_on:
+                return False
+            if len(frame.returns) > returns_before:
+                frame.returns[returns_before:] = [UNKNOWN]
+            if went_on and other_went_on:
+                frame.env = _join_envs(first, frame.env)
+            elif went_on:
+                frame.env = first
+            return True
+        if isinstance(statement, cst.For):
+            iterable = self.expr(statement.iter, frame, certain)
+            if isinstance(iterable, Sequence_) and isinstance(statement.target, cst.Name) and statement.orelse is None:
+                for layer in iterable.layers:
+                    frame.env[statement.target.value] = layer
+                    if not self._block(statement.body.body, frame, certain):
+                        return False
+                return True
+            for name in _assigned_names(statement):
+                frame.env[name] = UNKNOWN
+            return True
+        if isinstance(statement, cst.With):
+            return self._block(statement.body.body, frame, certain)
+        for name in _assigned_names(statement):
+            frame.env[name] = UNKNOWN
+        return True
+
+    def _condition(self, test, frame: "Frame") -> Optional[bool]:
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            target = test.comparisons[0]
+            if isinstance(target.operator, (cst.Is, cst.IsNot)) and isinstance(target.comparator, cst.Name) \
+                    and target.comparator.value == "None":
+                value = self.expr(test.left, frame, True)
+                if value is UNKNOWN:
+                    return None
+                is_none = value is None
+                return is_none if isinstance(target.operator, cst.Is) else not is_none
+        value = self.expr(test, frame, True)
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, MODULE_VALUES):
+            return True
+        if value is None:
+            return False
+        return None
+
+    def _bind(self, target, value, frame: "Frame") -> None:
+        if isinstance(target, cst.Name):
+            frame.env[target.value] = value
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elements = target.elements
+            if isinstance(value, Tup) and len(value.items) == len(elements) and \
+                    not any(isinstance(e, cst.StarredElement) for e in elements):
+                for element, item in zip(elements, value.items):
+                    self._bind(element.value, item, frame)
+            else:
+                for element in elements:
+                    self._bind(element.value, UNKNOWN, frame)
+
+    # -- expressions
+    def expr(self, node, frame: "Frame", certain: bool) -> Any:
+        kind = type(node)
+        sem = frame.sem
+        if kind is cst.Name:
+            if node.value in frame.env:
+                return frame.env[node.value]
+            if node.value == "None":
+                return None
+            if node.value in ("True", "False"):
+                return node.value == "True"
+            value = evaluate(sem, node, {}, 0)
+            return value if isinstance(value, (int, float, tuple, str)) else UNKNOWN
+        if kind in (cst.Integer, cst.Float, cst.SimpleString):
+            value = evaluate(sem, node, {}, 0)
+            return Num(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        if kind is cst.Attribute:
+            if isinstance(node.value, cst.Name) and node.value.value == "self":
+                return frame.layers.get(node.attr.value, UNKNOWN) if node.attr.value in frame.layers else UNKNOWN
+            receiver = self.expr(node.value, frame, certain)
+            if isinstance(receiver, Tensor) and node.attr.value == "shape" and receiver.shape is not None:
+                return Tup(tuple(Num(d) for d in receiver.shape))
+            if isinstance(receiver, Tensor) and node.attr.value in ("T", "mT") and receiver.shape is not None:
+                return Tensor(ops.transposed_all(receiver.shape) if node.attr.value == "T" else ops.transpose(receiver.shape, -2, -1))
+            if isinstance(receiver, Tensor) and node.attr.value in ("data",):
+                return receiver
+            return UNKNOWN
+        if kind in (cst.Tuple, cst.List):
+            items = []
+            for element in node.elements:
+                if isinstance(element, cst.StarredElement):
+                    inner = self.expr(element.value, frame, certain)
+                    if not isinstance(inner, Tup):
+                        return UNKNOWN
+                    items.extend(inner.items)
+                else:
+                    items.append(self.expr(element.value, frame, certain))
+            return Tup(tuple(items))
+        if kind is cst.Subscript:
+            return self._subscript(node, frame, certain)
+        if kind is cst.BinaryOperation:
+            return self._binary(node.left, node.right, node.operator, node, frame, certain)
+        if kind is cst.UnaryOperation:
+            value = self.expr(node.expression, frame, certain)
+            if isinstance(value, Tensor):
+                return value
+            if isinstance(value, Num) and isinstance(node.operator, cst.Minus):
+                return Num(-value.dim) if D.is_known(value.dim) else UNKNOWN
+            return UNKNOWN
+        if kind is cst.Call:
+            return self._call(node, frame, certain)
+        return UNKNOWN
+
+    def _subscript(self, node: cst.Subscript, frame: "Frame", certain: bool) -> Any:
+        value = self.expr(node.value, frame, certain)
+        if isinstance(value, Tup) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            index = evaluate(frame.sem, node.slice[0].slice.value, {}, 0)
+            if isinstance(index, int) and -len(value.items) <= index < len(value.items):
+                return value.items[index]
+            return UNKNOWN
+        if isinstance(value, Tensor) and value.shape is not None:
+            return Tensor(ops.indexed(frame.sem, value.shape, node.slice))
+        return UNKNOWN
+
+    def _binary(self, left_node, right_node, operator, node, frame: "Frame", certain: bool) -> Any:
+        left = self.expr(left_node, frame, certain)
+        right = self.expr(right_node, frame, certain)
+        if isinstance(left, Num) and isinstance(right, Num):
+            return Num(ops.dim_arithmetic(operator, left.dim, right.dim))
+        if isinstance(operator, cst.MatrixMultiply):
+            if isinstance(left, Tensor) and isinstance(right, Tensor):
+                result = ops.matmul(left.shape, right.shape)
+                if isinstance(result, str):
+                    self._problem(Problem("matmul", node, frame.sem, result, trace=tuple(self.run.steps), certain=certain))
+                    return UNKNOWN
+                return Tensor(result)
+            return UNKNOWN
+        if isinstance(left, Tensor) and isinstance(right, Tensor):
+            if operator is None:
+                return UNKNOWN
+            result = ops.broadcast(left.shape, right.shape)
+            if isinstance(result, str):
+                self._problem(Problem("broadcast", node, frame.sem,
+                                      f"`{_op_text(operator)}` of {D.shape_text(left.shape)} and {D.shape_text(right.shape)}: {result}",
+                                      trace=tuple(self.run.steps), certain=certain))
+                return UNKNOWN
+            return Tensor(result)
+        if isinstance(left, Tensor) and isinstance(right, (Num, int, float)):
+            return left
+        if isinstance(right, Tensor) and isinstance(left, (Num, int, float)):
+            return right
+        return UNKNOWN
+
+    def _call(self, call: cst.Call, frame: "Frame", certain: bool) -> Any:
+        sem = frame.sem
+        func = call.func
+        if any(a.star for a in call.args):
+            return UNKNOWN
+        callee = UNKNOWN
+        if isinstance(func, cst.Name) and func.value in frame.env:
+            callee = frame.env[func.value]
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            attribute = func.attr.value
+            if attribute in frame.layers:
+                callee = frame.layers[attribute]
+            else:
+                helper = method(frame.klass, attribute)
+                if helper is not None and frame.depth < _MAX_DEPTH:
+                    inputs = [self.expr(a.value, frame, certain) for a in call.args if a.keyword is None]
+                    keywords = {a.keyword.value: self.expr(a.value, frame, certain) for a in call.args if a.keyword is not None}
+                    inner = Frame(sem, frame.klass, frame.layers, frame.depth + 1, certain, frame.prefix)
+                    return self.call_function(helper, inner, inputs, keywords)
+                return UNKNOWN
+        if isinstance(callee, MODULE_VALUES):
+            inputs = [self.expr(a.value, frame, certain) for a in call.args if a.keyword is None]
+            return self.call_module(callee, inputs, call, sem, frame.depth, certain)
+        if isinstance(func, cst.Attribute):
+            receiver_node = func.value
+            if not (isinstance(receiver_node, cst.Name) and receiver_node.value in ("torch", "F", "nn")) \
+                    and sem.qualified_name(func) is None:
+                receiver = self.expr(receiver_node, frame, certain)
+                if isinstance(receiver, Tensor):
+                    return self._method(receiver, func.attr.value, call, frame, certain)
+                return UNKNOWN
+        qualified = sem.qualified_name(func)
+        if qualified:
+            return self._function(qualified, call, frame, certain)
+        return UNKNOWN
+
+    def _arguments(self, call: cst.Call, frame: "Frame", certain: bool):
+        positional = [self.expr(a.value, frame, certain) for a in call.args if a.keyword is None]
+        keywords = {a.keyword.value: self.expr(a.value, frame, certain) for a in call.args if a.keyword is not None}
+        return positional, keywords
+
+    def _method(self, receiver: Tensor, name: str, call: cst.Call, frame: "Frame", certain: bool) -> Any:
+        positional, keywords = self._arguments(call, frame, certain)
+        result = ops.tensor_method(name, receiver.shape, positional, keywords)
+        return self._op_result(result, name, call, frame, certain, receiver.shape)
+
+    def _function(self, qualified: str, call: cst.Call, frame: "Frame", certain: bool) -> Any:
+        positional, keywords = self._arguments(call, frame, certain)
+        result = ops.function(qualified, positional, keywords)
+        short = qualified.rsplit(".", 1)[-1]
+        before = positional[0].shape if positional and isinstance(positional[0], Tensor) else None
+        return self._op_result(result, short, call, frame, certain, before)
+
+    def _op_result(self, result, name: str, call, frame: "Frame", certain: bool, before: D.Shape) -> Any:
+        if isinstance(result, ops.OpProblem):
+            self._problem(Problem(result.kind, call, frame.sem, result.text, trace=tuple(self.run.steps),
+                                  certain=certain, layer=name))
+            return UNKNOWN
+        if isinstance(result, Tensor) and name in ops.SHAPE_STEPS and before is not None and result.shape != before:
+            self.run.steps.append(Step(name, call, frame.sem, before, result.shape, frame.depth))
+        return result
+
+
+def _op_text(operator) -> str:
+    return {cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/"}.get(type(operator), "op")
+
+
+class Frame:
+    def __init__(self, sem, klass, layers, depth, certain, prefix) -> None:
+        self.sem = sem
+        self.klass = klass
+        self.layers = layers
+        self.depth = depth
+        self.certain = certain
+        self.prefix = prefix
+        self.env: Dict[str, Any] = {}
+        self.returns: List[Any] = []
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return a.shape == b.shape
+    return a is b or a == b
+
+
+def _join_envs(a: Dict[str, Any], b: Dict[str, Any]) -> Dict[str, Any]:
+    joined = {}
+    for name in set(a) | set(b):
+        first, second = a.get(name, UNKNOWN), b.get(name, UNKNOWN)
+        joined[name] = first if _same_value(first, second) else (
+            Tensor(None) if isinstance(first, Tensor) and isinstance(second, Tensor) else UNKNOWN)
+    return joined
