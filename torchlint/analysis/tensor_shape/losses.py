@@ -46,7 +46,8 @@ def target_shape(sem, expr: cst.BaseExpression) -> Optional[Tuple[D.Shape, str]]
     steps = []
     node = expr
     for _ in range(8):
-        node = sem.assigned_value(node) if isinstance(node, cst.Name) and not _is_batch_name(sem, node) else node
+        if isinstance(node, cst.Name) and I.element_shape(sem, node) is None:
+            node = sem.assigned_value(node)
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
                 node.func.attr.value in ("float", "long", "to", "cuda", "double", "type", "unsqueeze", "view", "reshape"):
             steps.append(node)
@@ -73,11 +74,6 @@ def target_shape(sem, expr: cst.BaseExpression) -> Optional[Tuple[D.Shape, str]]
                 return None
             description += f", then `.{name}({', '.join(str(a) for a in arguments)})`"
     return shape, description
-
-
-def _is_batch_name(sem, node: cst.Name) -> bool:
-    definition = sem.reaching_definition(node)
-    return definition is not None and definition.kind == "for"
 
 
 def _literal(node) -> Optional[int]:

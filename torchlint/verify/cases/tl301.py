@@ -1,0 +1,69 @@
+"""TL301: a layer fed an input it was not built for raises at the first forward; plus one case per
+row of the layer shape table's grid (`_shape_table`)."""
+
+from torchlint.verify.case import Case
+from torchlint.verify.cases._shape_table import cases as shape_table_cases
+
+_CIFAR_NET = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 6, 5)
+        self.pool = nn.MaxPool2d(2, 2)
+        self.conv2 = nn.Conv2d(6, 16, 3)
+        self.fc1 = nn.Linear({features}, 120)
+
+    def forward(self, x):
+        x = self.pool(F.relu(self.conv1(x)))
+        x = self.pool(F.relu(self.conv2(x)))
+        return self.fc1(torch.flatten(x, 1))
+
+
+net = Net().to(DEVICE)
+out = net(torch.randn(4, 3, 32, 32, device=DEVICE))
+"""
+
+_BATCHNORM = """\
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d({features})
+
+    def forward(self, x):
+        return torch.relu(self.bn1(self.conv1(x)))
+
+
+encoder = Encoder().to(DEVICE)
+out = encoder(torch.randn(2, 3, 16, 16, device=DEVICE))
+"""
+
+CASES = [
+    Case(
+        rule="TL301",
+        title="CIFAR tutorial with conv2's kernel changed to 3: fc1 gets 576 features, not 400",
+        bad=_CIFAR_NET.format(features="16 * 5 * 5"),
+        good=_CIFAR_NET.format(features="16 * 6 * 6"),
+        bad_line=12,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "mat1 and mat2 shapes cannot be multiplied (4x576 and 400x120)"},
+    ),
+    Case(
+        rule="TL301",
+        title="BatchNorm2d(64) after a 32-channel conv: running_mean of the wrong size",
+        bad=_BATCHNORM.format(features="64"),
+        good=_BATCHNORM.format(features="32"),
+        bad_line=9,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "running_mean should contain 32 elements not 64"},
+    ),
+] + shape_table_cases()
