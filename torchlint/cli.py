@@ -154,6 +154,10 @@ def _main(argv: List[str]) -> int:
         import torchlint.config, torchlint.discovery, torchlint.output  # noqa: F401, E401
     if argv[:1] == ["rule"]:
         return print_rule_docs(argv[1:])
+    if argv[:1] == ["shapes"]:
+        from torchlint.shapes_command import main as print_shapes
+
+        return print_shapes(argv[1:])
     if argv[:1] == ["run"]:  # executes the user's script: torch is imported only here
         from torchlint.runtime.command import main as run_script
 

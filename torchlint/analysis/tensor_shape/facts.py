@@ -316,7 +316,7 @@ def _message(problem: Problem, source: I.Source, sem, at_feed: bool) -> Tuple[st
     fix = None
     if problem.definition is not None:
         layer_sem = problem.semantic
-        where = _where(layer_sem, problem.definition)
+        where = sem.elsewhere(problem.definition) or _where(layer_sem, problem.definition)
         head = f"`{problem.layer} = {_short(layer_sem, problem.definition)}` ({where}) {problem.misfit.text if problem.misfit else problem.text}"
         misfit = problem.misfit
         consequence = _consequence(problem, source)

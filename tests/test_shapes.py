@@ -1,0 +1,187 @@
+"""The shape facet: symbolic dimensions, the layer table, the forward interpreter, the data
+pipeline, cross-file models and `torchlint shapes`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from torchlint.analysis.tensor_shape import contracts as C
+from torchlint.analysis.tensor_shape import dims as D
+from torchlint.engine import lint_source
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def codes(source: str, path: str = "snippet.py"):
+    return [(f.code, f.start.row) for f in lint_source(textwrap.dedent(source), path, select=["TL3"])]
+
+
+# -- dims ----------------------------------------------------------------------------------------
+
+def test_window_formula_matches_floor_and_ceil_modes():
+    assert D.window_length(32, 5, 1, 0) == 28
+    assert D.window_length(28, 2, 2, 0) == 14
+    assert D.window_length(14, 3, 2, 0, ceil=True) == 7
+    assert D.window_length(4, 5, 1, 0) == 0
+
+
+def test_symbolic_flatten_is_a_mismatch_only_when_no_size_fits():
+    h = D.window(D.window(D.symbol("H"), 5, 1, 0), 2, 2, 0)
+    w = D.window(D.window(D.symbol("W"), 5, 1, 0), 2, 2, 0)
+    features = D.mul(16, D.mul(h, w))
+    assert D.same(features, 400) is None  # 32×32 gives 16×14×14... any H with (H-4)/2 = 5 fits
+    assert D.same(features, 401) is False  # 401 is no multiple of 16
+    assert D.same(D.mul(16, D.mul(h, w)), 16 * 7 * 11) is None  # non-square inputs count too
+
+
+def test_unknown_is_never_a_mismatch():
+    assert D.same(None, 3) is None
+    assert D.same(D.symbol("N"), 64) is None
+
+
+# -- contracts -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("layer, args, kwargs, shape, expected", [
+    ("Conv2d", (3, 6, 5), {}, (2, 3, 32, 32), (2, 6, 28, 28)),
+    ("Conv2d", (3, 6, 3), {"padding": "same"}, (2, 3, 9, 9), (2, 6, 9, 9)),
+    ("MaxPool2d", (2,), {}, (2, 6, 28, 28), (2, 6, 14, 14)),
+    ("Linear", (400, 120), {}, (2, 400), (2, 120)),
+    ("LSTM", (10, 20), {"bidirectional": True}, (5, 3, 10), (5, 3, 40)),
+    ("Flatten", (), {}, (2, 3, 4, 5), (2, 60)),
+    ("ConvTranspose2d", (8, 4, 2), {"stride": 2}, (1, 8, 7, 7), (1, 4, 14, 14)),
+])
+def test_contract_output_shapes(layer, args, kwargs, shape, expected):
+    contract = C.LAYERS[layer]
+    assert contract.apply(contract.bind(args, kwargs), shape) == expected
+
+
+@pytest.mark.parametrize("layer, args, shape, parameter", [
+    ("Linear", (400, 120), (2, 576), "in_features"),
+    ("Conv2d", (1, 32, 3), (2, 3, 28, 28), "in_channels"),
+    ("BatchNorm2d", (64,), (2, 32, 8, 8), "num_features"),
+    ("LSTM", (128, 64), (2, 5, 64), "input_size"),
+])
+def test_contract_misfits_name_the_parameter(layer, args, shape, parameter):
+    contract = C.LAYERS[layer]
+    misfit = contract.apply(contract.bind(args, {}), shape)
+    assert isinstance(misfit, C.Misfit) and misfit.parameter == parameter
+
+
+def test_every_table_entry_has_a_verify_grid_row():
+    from torchlint.verify.cases._shape_table import GRID, missing_rows
+
+    assert set(C.LAYERS) <= {row[0] for row in GRID}
+    assert missing_rows() == []
+
+
+# -- the analysis on programs --------------------------------------------------------------------
+
+def test_message_explains_the_arithmetic_and_fix_writes_the_number():
+    source = (REPO / "fixtures/TL301/cifar_kernel_edit.py").read_text()
+    [finding] = [f for f in lint_source(source, "fixtures/TL301/cifar_kernel_edit.py", select=["TL301"])]
+    assert "CIFAR10 3×32×32 (line 10) → conv1 6×28×28 → pool 6×14×14 → conv2 16×12×12 → pool 16×6×6 → flatten 576" \
+        in finding.message
+    assert "(4x576 and 400x120)" in finding.message
+    assert finding.fix is not None and finding.fix.edits[0].content == "576"
+
+
+def test_a_model_fed_nothing_known_is_silent_where_some_input_fits():
+    assert codes("""
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 8, 3)
+                self.fc = nn.Linear(8 * 30 * 30, 10)
+            def forward(self, x):
+                return self.fc(self.conv(x).flatten(1))
+    """) == []
+
+
+def test_tensor_factories_and_summary_feed_models():
+    source = """
+        import torch
+        import torch.nn as nn
+        from torchsummary import summary
+        net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Flatten(), nn.Linear(8 * 30 * 30, 10))
+        summary(net, (3, 28, 28))
+    """
+    assert codes(source) == [("TL301", 5)]
+
+
+def test_a_model_in_another_file_is_reported_at_the_call_that_feeds_it(tmp_path):
+    (tmp_path / "setup.py").write_text("")
+    (tmp_path / "model.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(1, 8, 3)
+                self.fc = nn.Linear(8 * 26 * 26, 10)
+            def forward(self, x):
+                return self.fc(self.conv(x).flatten(1))
+    """))
+    train = textwrap.dedent("""
+        import torch
+        from torchvision import datasets, transforms
+        from model import Net
+        data = datasets.CIFAR10("d", transform=transforms.ToTensor())
+        loader = torch.utils.data.DataLoader(data, batch_size=8)
+        net = Net()
+        for x, y in loader:
+            out = net(x)
+    """)
+    (tmp_path / "train.py").write_text(train)
+    findings = lint_source(train, str(tmp_path / "train.py"), select=["TL301"])
+    assert [(f.code, f.start.row) for f in findings] == [("TL301", 9)]
+    assert "(model.py:6)" in findings[0].message and "expects 1 input channels, gets 3" in findings[0].message
+
+
+def test_bad_input_does_not_crash_the_analysis():
+    assert codes("""
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self, *a, **k):
+                super().__init__()
+                self.layers = nn.Sequential(*[nn.Linear(4, 4) for _ in range(3)])
+                self.fc = nn.Linear(**k)
+            def forward(self, x, *rest):
+                for layer in self.layers:
+                    x = layer(x)
+                return self.fc(x)[None, ..., 1:]
+        net = Net()
+        net(torch.randn(2, 4))
+    """) == []
+
+
+# -- torchlint shapes ----------------------------------------------------------------------------
+
+def _shapes(*args):
+    return subprocess.run([sys.executable, "-m", "torchlint", "shapes", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+
+
+def test_shapes_command_prints_the_table_and_the_problem():
+    result = _shapes("fixtures/TL301/cifar_kernel_edit.py")
+    assert result.returncode == 1, result.stderr
+    assert "conv2    N×6×14×14   N×16×12×12  19" in result.stdout
+    assert "✗ fc1: expects 400 input features, gets 576" in result.stdout
+
+
+def test_shapes_command_takes_an_input_size():
+    result = _shapes("fixtures/TL301/near_misses.py", "--model", "TutorialNet", "--input", "3,32,32")
+    assert result.returncode == 0, result.stderr
+    assert "fc1      N×400       N×120" in result.stdout
+
+
+def test_shapes_command_reports_bad_input_in_one_line(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("def (:\n")
+    result = _shapes(str(broken))
+    assert result.returncode == 2 and "cannot parse" in result.stderr and "Traceback" not in result.stderr
+    assert _shapes(str(tmp_path / "absent.py")).returncode == 2
