@@ -318,6 +318,8 @@ def _message(problem: Problem, source: I.Source, sem, at_feed: bool) -> Tuple[st
         layer_sem = problem.semantic
         where = sem.elsewhere(problem.definition) or _where(layer_sem, problem.definition)
         head = f"`{problem.layer} = {_short(layer_sem, problem.definition)}` ({where}) {problem.misfit.text if problem.misfit else problem.text}"
+        if problem.kind == "batch_first":
+            head = f"`{problem.layer} = {_short(layer_sem, problem.definition)}` ({where}) {problem.text}"
         misfit = problem.misfit
         consequence = _consequence(problem, source)
         if misfit is not None and misfit.kind == "features" and D.is_known(misfit.got) and not at_feed:
@@ -332,6 +334,9 @@ def _message(problem: Problem, source: I.Source, sem, at_feed: bool) -> Tuple[st
 def _consequence(problem: Problem, source: I.Source) -> str:
     misfit = problem.misfit
     batch = str(source.batch_size) if source.batch_size else "N"
+    if problem.kind == "batch_first":
+        return ("nothing raises: every time step mixes the samples of the batch and the sequence is read as "
+                "the batch; pass batch_first=True (or feed `x.transpose(0, 1)`)")
     if misfit is None:
         return "the forward raises"
     if misfit.kind == "window":

@@ -27,6 +27,9 @@ from torchlint.analysis.tensor_shape.values import Num, Tensor, Tup
 
 UNKNOWN = C.UNKNOWN
 _MAX_DEPTH = 6
+BATCH = D.symbol("N")  # the batch a DataLoader (or an image tensor) puts first
+_SEQUENCE_LAYERS = frozenset({"RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer",
+                              "TransformerDecoderLayer"})
 
 
 # -- abstract values ---------------------------------------------------------------------------
@@ -514,8 +517,15 @@ class Interpreter:
         if not inputs or not isinstance(inputs[0], Tensor):
             return UNKNOWN
         before = inputs[0].shape
-        result = layer.contract.apply(layer.arguments, before)
         label = layer.name or layer.contract.name
+        if layer.contract.name in _SEQUENCE_LAYERS and layer.arguments.get("batch_first") is False \
+                and before is not None and len(before) == 3 and before[0] == BATCH:
+            self._problem(Problem(
+                "batch_first", node, sem,
+                f"is built with batch_first=False, so it reads (sequence, batch, features), but its input is "
+                f"{D.shape_text(before)} with the batch first", layer.node, None, tuple(self.run.steps), certain,
+                label, arguments=layer.arguments))
+        result = layer.contract.apply(layer.arguments, before)
         if isinstance(result, C.Misfit):
             self._problem(Problem(result.kind, node, sem, result.text, layer.node, result, tuple(self.run.steps),
                                   certain, label, arguments=layer.arguments), layer)

@@ -1,0 +1,33 @@
+"""TL306: an LSTM built with batch_first=False fed (batch, sequence, features) mixes samples."""
+
+from torchlint.verify.case import Case
+
+_MODEL = """\
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+loader = DataLoader(TensorDataset(torch.randn(64, 20, 8), torch.zeros(64)), batch_size=16)
+lstm = nn.LSTM(8, 32{batch_first}).to(DEVICE)
+for x, y in loader:
+    x = x.to(DEVICE)
+    out, _ = lstm(x)
+    changed = x.clone()
+    changed[0] += 1.0
+    out_changed, _ = lstm(changed)
+    leak = (out_changed[1] - out[1]).abs().max().item()
+    break
+"""
+
+CASES = [
+    Case(
+        rule="TL306",
+        title="LSTM(batch_first=False) fed DataLoader batches: sample 1's output depends on sample 0",
+        bad=_MODEL.format(batch_first=""),
+        good=_MODEL.format(batch_first=", batch_first=True"),
+        bad_line=7,
+        probe="value_compare",
+        expect={"left": "leak", "op": ">", "right": "1e-6"},
+    ),
+]
