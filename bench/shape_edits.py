@@ -96,6 +96,7 @@ HARM = mixes_batch(model, x)
 """
 
 _EPOCH = ("--epochs", "1")
+_VIT_PROBE = "HARM = mixes_batch(model, x)\n"
 _MIX_PROBE = "model = Net()\nx = torch.rand(8, 1, 28, 28)\nHARM = mixes_batch(model, x)\n"
 
 FILES: Dict[str, File] = {
@@ -136,6 +137,20 @@ FILES: Dict[str, File] = {
         "model(torch.rand(32, 3, 64, 64))\n")),
     "db-train": File(*DB, "going_modular/going_modular/train.py", syspath=True,
                      shrink=(("NUM_EPOCHS = 5", "NUM_EPOCHS = 1"),)),
+    # mrdbourke notebooks: their definitions, the cells named by `keep`, and a driver.
+    "db-nb03-cv": File(*DB, "03_pytorch_computer_vision.ipynb", mode="defs", keep=(
+        "train_data = datasets.", "test_data = datasets.FashionMNIST(", "class_names = train_data.classes",
+        "train_dataloader = DataLoader(train_data,", "model_2 = FashionMNISTModelV2(", 'device = "cuda"'), driver=(
+        "images, labels = next(iter(train_dataloader))\n"
+        "nn.CrossEntropyLoss()(model_2(images), labels)\n")),
+    "db-nb08-vit": File(*DB, "08_pytorch_paper_replicating.ipynb", mode="defs", keep=(
+        "manual_transforms = transforms.Compose(",), driver=(
+        "x = torch.stack([manual_transforms(torch.rand(3, 384, 512)) for _ in range(4)])\n"
+        "model = ViT(num_classes=3, num_transformer_layers=2)\n"
+        "model(x)\n")),
+    "db-nb01-workflow": File(*DB, "01_pytorch_workflow.ipynb", mode="defs", keep=(
+        "X = torch.arange(", "train_split = int(", "model_1 = LinearRegressionModelV2()", 'device = "cuda"',
+        "loss_fn = nn.L1Loss()", "optimizer = torch.optim.SGD(params=model_1", "y_pred = model_1(X_train)")),
 }
 
 SEEDS: List[Seed] = [
@@ -257,6 +272,29 @@ SEEDS: List[Seed] = [
          "nn.Conv2d(in_channels=hidden_units * 2, \n                    out_channels=hidden_units,"),
     Seed("db-train", "resolution", "transforms.Resize((64, 64))", "transforms.Resize((128, 128))"),
     Seed("db-train", "channels", "input_shape=3,", "input_shape=1,"),
+    # ---- notebook 03 (FashionMNIST, TinyVGG)
+    Seed("db-nb03-cv", "channels", "nn.Linear(in_features=hidden_units*7*7,", "nn.Linear(in_features=hidden_units*14*14,"),
+    Seed("db-nb03-cv", "kernel", "kernel_size=3, # how big", "kernel_size=5, # how big"),
+    Seed("db-nb03-cv", "pooling", "            nn.MaxPool2d(2)\n", "            # nn.MaxPool2d(2)\n"),
+    Seed("db-nb03-cv", "dataset", "train_data = datasets.FashionMNIST(", "train_data = datasets.CIFAR10("),
+    Seed("db-nb03-cv", "channels", "model_2 = FashionMNISTModelV2(input_shape=1,", "model_2 = FashionMNISTModelV2(input_shape=3,", nth=1),
+    # ---- notebook 08 (ViT)
+    Seed("db-nb08-vit", "batch_first", "batch_first=True) # does our batch dimension come first?",
+         "batch_first=False) # does our batch dimension come first?", "silent: attention runs across the batch",
+         probe=_VIT_PROBE),
+    Seed("db-nb08-vit", "resolution", "IMG_SIZE = 224", "IMG_SIZE = 256"),
+    Seed("db-nb08-vit", "channels", "in_features=mlp_size,", "in_features=embedding_dim,"),
+    Seed("db-nb08-vit", "channels", "nn.LayerNorm(normalized_shape=embedding_dim),", "nn.LayerNorm(normalized_shape=mlp_size),"),
+    Seed("db-nb08-vit", "skip", "torch.cat((class_token, x), dim=1)", "torch.cat((class_token, x), dim=2)"),
+    Seed("db-nb08-vit", "kernel", "                                 kernel_size=patch_size,",
+         "                                 kernel_size=patch_size * 2,"),
+    # ---- notebook 01 (linear regression, L1Loss)
+    Seed("db-nb01-workflow", "view", "X = torch.arange(start, end, step).unsqueeze(dim=1) # without",
+         "X = torch.arange(start, end, step) # without", "the data loses its feature dimension"),
+    Seed("db-nb01-workflow", "loss", "loss = loss_fn(y_pred, y_train)", "loss = loss_fn(y_pred, y_train.squeeze())",
+         "silent: (40, 1) against (40,) broadcasts to 40x40", nth=2),
+    Seed("db-nb01-workflow", "loss", "y = weight * X + bias \n", "y = weight * X.squeeze() + bias \n",
+         "silent: targets (N,) against predictions (N, 1)"),
 ]
 
 
@@ -327,10 +365,14 @@ def apply_edit(text: str, path: str, old: str, new: str, nth: int = 0) -> Tuple[
     notebook = json.loads(text)
     hits = [(number, source) for number, source in code_cells(notebook) if old in source]
     count = sum(source.count(old) for _, source in hits)
-    if count != 1:
+    if (nth == 0 and count != 1) or count < nth:
         raise EditError(f"snippet found {count} times in the code cells: {old!r}")
-    number, source = hits[0]
-    edited_source = _replace(source, old, new, 0)
+    wanted = max(nth, 1)
+    for number, source in hits:
+        if source.count(old) >= wanted:
+            break
+        wanted -= source.count(old)
+    edited_source = _replace(source, old, new, wanted if nth else 0)
     line = _one_line_changed(source, edited_source)
     notebook["cells"][number - 1]["source"] = edited_source.splitlines(keepends=True)
     return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", (number, line)
@@ -633,8 +675,9 @@ def _install_stubs():
 
 
 def mixes_batch(model, x, batch_dim=0, perturbed=None):
-    """Harm of a silent edit: '' when each sample's output depends on that sample only, else what was
-    measured (sample 0 changed, the others' outputs moved; or the output lost the batch size)."""
+    """Harm of a silent edit: '' when each sample's output depends on that sample and on it only,
+    else what was measured (sample 0 changed and the others' outputs moved, or its own did not; or
+    the output lost the batch size)."""
     import torch
 
     model.eval()
@@ -652,50 +695,72 @@ def mixes_batch(model, x, batch_dim=0, perturbed=None):
     moved = (before.narrow(batch_dim, 1, size - 1) - after.narrow(batch_dim, 1, size - 1)).abs().max().item()
     if moved > 1e-5:
         return f"changing sample 0 moves the outputs of the other samples by up to {moved:.3g}"
+    own = (before.narrow(batch_dim, 0, 1) - after.narrow(batch_dim, 0, 1)).abs().max().item()
+    if own <= 1e-6:
+        return "changing sample 0 does not change its own output (the model no longer sees its input)"
     return ""
 
 
-def _kept(node: ast.stmt, source_lines: List[str], keep: Sequence[str]) -> bool:
+def _kept(node: ast.stmt, source_lines: List[str], keep: Sequence[str]) -> str:
+    """'' (not run), 'yes', or 'literal': an assignment without calls, skipped where a name it
+    reads was never defined (a notebook's leftover `y = weight * X + bias` of a skipped cell)."""
     if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return True
+        return "yes"
     segment = "\n".join(source_lines[node.lineno - 1:node.end_lineno])
     if any(snippet in segment for snippet in keep):
-        return True
+        return "yes"
     if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-        return not any(isinstance(n, (ast.Call, ast.Lambda, ast.Await)) for n in ast.walk(node.value))
-    return False
+        if not any(isinstance(n, (ast.Call, ast.Lambda, ast.Await, ast.Attribute)) for n in ast.walk(node.value)):
+            return "literal"
+    return ""
 
 
-def _execute(code: str, filename: str, spec: dict, namespace: dict) -> None:
+def _statements(code: str) -> List[ast.stmt]:
+    """The top-level statements; a notebook with a cell that does not parse gives each parsable
+    run of lines (split at unindented lines after a blank one) on its own."""
+    try:
+        return ast.parse(code).body
+    except SyntaxError:
+        pass
+    lines = code.splitlines()
+    statements: List[ast.stmt] = []
+    start = 0
+    for end in range(len(lines) + 1):
+        if end == len(lines) or (lines[end] == "" and end + 1 < len(lines) and not lines[end + 1][:1].isspace()):
+            try:
+                part = ast.parse("\n".join(lines[start:end]))
+                ast.increment_lineno(part, start)
+                statements.extend(part.body)
+            except SyntaxError:
+                pass
+            start = end + 1
+    return statements
+
+
+def plan(code: str, keep: Sequence[str]) -> Dict[int, str]:
+    """Which top-level statements a defs-mode run executes, by first line, judged on the ORIGINAL
+    text so that an edit never changes what runs around it."""
+    lines = code.splitlines()
+    return {node.lineno: kind for node in _statements(code) if (kind := _kept(node, lines, keep))}
+
+
+def _execute(code: str, filename: str, spec: dict, namespace: dict, kept_plan: Optional[Dict[int, str]] = None) -> None:
     if spec["mode"] == "script":
         exec(compile(code, filename, "exec"), namespace)
         return
-    lines = code.splitlines()
-    try:
-        tree = ast.parse(code)
-        statements = tree.body
-    except SyntaxError:
-        statements = []
-        # A notebook with a cell that does not parse: each parsable run of lines on its own.
-        start = 0
-        for end in range(len(lines) + 1):
-            if end == len(lines) or (lines[end] == "" and end + 1 < len(lines) and not lines[end + 1][:1].isspace()):
-                chunk = "\n".join(lines[start:end])
-                try:
-                    part = ast.parse(chunk)
-                    ast.increment_lineno(part, start)
-                    statements.extend(part.body)
-                except SyntaxError:
-                    pass
-                start = end + 1
-    for node in statements:
-        if not _kept(node, lines, spec["keep"]):
+    chosen = plan(code, spec["keep"]) if kept_plan is None else kept_plan
+    for node in _statements(code):
+        kept = chosen.get(node.lineno, "")
+        if not kept:
             continue
         module = ast.Module(body=[node], type_ignores=[])
         try:
             exec(compile(module, filename, "exec"), namespace)
-        except ImportError:
+        except ImportError:  # matplotlib, torchinfo, helper_functions...: what the driver needs is defined here
             if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                raise
+        except NameError:
+            if kept != "literal":
                 raise
 
 
@@ -731,7 +796,10 @@ def run_one(spec: dict, text: str, probe: str, limit: int = 240) -> dict:
             try:
                 for path, prelude in spec["preludes"]:
                     _execute(_no_relative(prelude), "/shapebench/" + path, dict(spec, mode="defs"), namespace)
-                _execute(code, filename, spec, namespace)
+                reference = None
+                if spec["mode"] == "defs":
+                    reference = plan(runnable_code(spec["reference"], spec["path"])[0], spec["keep"])
+                _execute(code, filename, spec, namespace, reference)
                 for path, postlude in spec["postludes"]:
                     _execute(_no_relative(postlude), "/shapebench/" + path, dict(spec, mode="defs"), namespace)
                 if spec["driver"]:
@@ -857,7 +925,8 @@ def run(mirror: Path, do_confirm: bool, verbose: bool = False, only: Sequence[st
                 spec = FILES[key]
                 payload = {"path": spec.path, "mode": spec.mode, "argv": list(spec.argv), "keep": list(spec.keep),
                            "driver": spec.driver, "preludes": preludes[key], "postludes": postludes[key],
-                           "syspath": os.path.dirname(paths[key]) if spec.syspath else ""}
+                           "syspath": os.path.dirname(paths[key]) if spec.syspath else "",
+                           "reference": shrunk(text, spec.path, spec.shrink)}
                 probes = {seed.probe or spec.probe for _, seed in by_file[key]}
                 for probe in sorted(probes):
                     jobs.append({"id": f"{key}|original|{probe}", "spec": payload,
@@ -964,6 +1033,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         for r in result["seeds"]:
             where = f"{r['cell']}:{r['line']}" if r["cell"] else str(r["line"])
             status = "" if "confirmed" not in r else ("confirmed " if r["confirmed"] else "DROPPED ") + r["observed"]
+            if r.get("crash") and r.get("confirmed"):
+                status += f" (raised at {r['crash'][0] + ':' if r['crash'][0] else ''}{r['crash'][1]})"
             print(f"{r['path']}:{where} [{r['kind']}] {r['old']!r} -> {r['new']!r}: {status}"
                   f" | {'found ' + ','.join(f['code'] for f in r['findings']) if r['found'] else 'missed'}")
         print()
