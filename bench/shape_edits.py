@@ -89,6 +89,9 @@ EX = ("pytorch/examples", "77f55b912142e11fcfdf5b530231fb9c52f181e8")
 YJ = ("yunjey/pytorch-tutorial", "0500d3df5a2a8080ccfccbc00aca0eacc21818db")
 UN = ("milesial/Pytorch-UNet", "21d7850f2af30a9695bbeea75f3136aa538cfc4a")
 DB = ("mrdbourke/pytorch-deep-learning", "baa27b691617461c173ecf3439793cd8cde74e13")
+# pytorch/tutorials' snapshot is over 5 GB: its CIFAR-10 tutorial from a 2018 copy of that repository
+# (the same Net, transforms and loop; a local dataset path and NUM_EPOCHS added).
+CJ = ("cjacobs/pytorch_tutorials", "e32fe199c450b934db17b4cff0442de01e5222bb")
 
 _MIX = """
 HARM = mixes_batch(model, x)
@@ -150,6 +153,21 @@ FILES: Dict[str, File] = {
     "db-nb01-workflow": File(*DB, "01_pytorch_workflow.ipynb", mode="defs", keep=(
         "X = torch.arange(", "train_split = int(", "model_1 = LinearRegressionModelV2()", 'device = "cuda"',
         "loss_fn = nn.L1Loss()", "optimizer = torch.optim.SGD(params=model_1", "y_pred = model_1(X_train)")),
+    # the CIFAR-10 tutorial: its definitions, data and training loop (the plots need matplotlib).
+    "tut-cifar10": File(*CJ, "beginner_source/blitz/cifar10_tutorial.py", mode="defs", keep=(
+        "CIFAR_DATASET_DIR = ", "transform = transforms.Compose(", "trainset = torchvision.datasets.",
+        "trainloader = torch.utils.data.DataLoader(", "net = Net()", "criterion = nn.", "optimizer = optim.SGD(",
+        "for epoch in range(NUM_EPOCHS)"), shrink=(("NUM_EPOCHS = 10", "NUM_EPOCHS = 1"),)),
+    # pytorch/examples fast_neural_style: the residual image transformation network.
+    "ex-style-net": File(*EX, "fast_neural_style/neural_style/transformer_net.py", mode="defs",
+                         driver="model = TransformerNet()\nmodel(torch.rand(2, 3, 64, 64))\n"),
+    # pytorch/examples time_sequence_prediction: LSTMCells on 97 sine waves of 999 steps, MSELoss
+    # (the data as generate_sine_wave.py makes it; the script itself needs matplotlib).
+    "ex-time-seq": File(*EX, "time_sequence_prediction/train.py", mode="defs", driver=(
+        "waves = torch.sin((torch.arange(1000) + torch.randint(-80, 80, (100, 1))) / 20.0).double()\n"
+        "input, target = waves[3:, :-1], waves[3:, 1:]\n"
+        "seq = Sequence()\nseq.double()\n"
+        "loss = nn.MSELoss()(seq(input), target)\n")),
 }
 
 SEEDS: List[Seed] = [
@@ -294,6 +312,35 @@ SEEDS: List[Seed] = [
          "silent: (40, 1) against (40,) broadcasts to 40x40", nth=2),
     Seed("db-nb01-workflow", "loss", "y = weight * X + bias \n", "y = weight * X.squeeze() + bias \n",
          "silent: targets (N,) against predictions (N, 1)"),
+    # ---- the CIFAR-10 tutorial (LeNet on 3x32x32, batch 4)
+    Seed("tut-cifar10", "kernel", "self.conv1 = nn.Conv2d(3, 6, 5)", "self.conv1 = nn.Conv2d(3, 6, 3)",
+         "30 -> 15 -> 11 -> 5: still 16*5*5"),
+    Seed("tut-cifar10", "kernel", "self.conv2 = nn.Conv2d(6, 16, 5)", "self.conv2 = nn.Conv2d(6, 16, 3)"),
+    Seed("tut-cifar10", "channels", "self.conv2 = nn.Conv2d(6, 16, 5)", "self.conv2 = nn.Conv2d(6, 32, 5)",
+         "view(-1, 400) folds two samples into one row"),
+    Seed("tut-cifar10", "channels", "self.conv2 = nn.Conv2d(6, 16, 5)", "self.conv2 = nn.Conv2d(3, 16, 5)"),
+    Seed("tut-cifar10", "dataset", "trainset = torchvision.datasets.CIFAR10(", "trainset = torchvision.datasets.MNIST("),
+    Seed("tut-cifar10", "normalize", "transforms.Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))",
+         "transforms.Normalize((0.5,), (0.5,))", "a 1-channel mean broadcasts over 3 channels"),
+    Seed("tut-cifar10", "normalize", "[transforms.ToTensor(),", "[transforms.ToTensor(), transforms.Grayscale(),"),
+    Seed("tut-cifar10", "resolution", "[transforms.ToTensor(),", "[transforms.Resize(64), transforms.ToTensor(),"),
+    Seed("tut-cifar10", "pooling", "x = self.pool(F.relu(self.conv2(x)))", "x = F.relu(self.conv2(x))"),
+    Seed("tut-cifar10", "view", "x = x.view(-1, 16 * 5 * 5)", "x = x.view(16 * 5 * 5, -1)"),
+    Seed("tut-cifar10", "view", "x = x.view(-1, 16 * 5 * 5)", "x = x.view(4, -1)", "batch 4 divides 50000"),
+    Seed("tut-cifar10", "loss", "criterion = nn.CrossEntropyLoss()", "criterion = nn.MSELoss()"),
+    # ---- fast_neural_style TransformerNet
+    Seed("ex-style-net", "skip", "self.conv2 = ConvLayer(channels, channels, kernel_size=3, stride=1)",
+         "self.conv2 = ConvLayer(channels, channels, kernel_size=3, stride=2)"),
+    Seed("ex-style-net", "kernel", "self.conv1 = ConvLayer(channels, channels, kernel_size=3, stride=1)",
+         "self.conv1 = ConvLayer(channels, channels, kernel_size=4, stride=1)"),
+    Seed("ex-style-net", "channels", "self.in2 = torch.nn.InstanceNorm2d(64, affine=True)",
+         "self.in2 = torch.nn.InstanceNorm2d(128, affine=True)"),
+    Seed("ex-style-net", "channels", "self.conv3 = ConvLayer(64, 128, kernel_size=3, stride=2)",
+         "self.conv3 = ConvLayer(64, 64, kernel_size=3, stride=2)"),
+    # ---- time_sequence_prediction
+    Seed("ex-time-seq", "channels", "self.linear = nn.Linear(51, 1)", "self.linear = nn.Linear(51, 2)"),
+    Seed("ex-time-seq", "channels", "self.lstm2 = nn.LSTMCell(51, 51)", "self.lstm2 = nn.LSTMCell(51, 64)"),
+    Seed("ex-time-seq", "view", "for input_t in input.split(1, dim=1):", "for input_t in input.split(1, dim=0):"),
 ]
 
 
@@ -307,7 +354,7 @@ class EditError(Exception):
 
 def git_dir(mirror: Path, repo: str) -> Optional[Path]:
     base = mirror / repo.replace("/", "+")
-    for candidate in (base / "repo", base, base / ".git"):
+    for candidate in (base / "repo", base / "repo" / ".git", base, base / ".git"):
         if (candidate / "HEAD").is_file() and (candidate / "objects").is_dir():
             return candidate
     return None

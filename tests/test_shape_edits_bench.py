@@ -144,3 +144,31 @@ def test_lint_mode_never_imports_torch(mirror):
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip().endswith("no torch")
     assert "Repositories absent" in done.stdout and "pytorch/examples" in done.stdout
+
+
+def test_found_counts_only_new_shape_findings_and_where_they_are(bench, mirror, monkeypatch):
+    root, commit = mirror
+    monkeypatch.setattr(bench, "FILES", {"net": bench.File("someone/proj", commit, "models/net.py", mode="defs")})
+    monkeypatch.setattr(bench, "SEEDS", [
+        bench.Seed("net", "kernel", "nn.Conv2d(1, 32, 3, 1)", "nn.Conv2d(1, 32, 5, 1)"),
+        bench.Seed("net", "channels", "nn.Linear(21632, 10)", "nn.Linear(2163, 10)"),
+        bench.Seed("net", "pooling", "return self.fc1(x)", "return self.fc1(x) "),
+    ])
+
+    def fake(path, text):  # a TL301 where the edit shows; a TL302 on the original and every mutant
+        findings = [{"code": "TL302", "line": 1, "cell": None, "message": "on the original too"}]
+        lines = text.splitlines()
+        if "nn.Conv2d(1, 32, 5, 1)" in text:
+            findings.append({"code": "TL301", "line": 8, "cell": None, "message": "fc1 gets 18432"})
+        if "2163," in text:
+            findings.append({"code": "TL301", "line": lines.index("        x = self.conv1(x)") + 1, "cell": None,
+                             "message": "at the conv, far from the edit"})
+        return findings
+
+    monkeypatch.setattr(bench, "shape_findings", fake)
+    result = bench.run(root, do_confirm=False)
+    rows = {row["kind"]: row for row in result["seeds"]}
+    assert rows["kernel"]["found"] and rows["kernel"]["found_near"]  # line 8, next to the edit (line 7)
+    assert rows["channels"]["found"] and not rows["channels"]["found_near"]  # line 11, three below the edit
+    assert not rows["pooling"]["found"]  # the original's finding is not counted
+    assert [f["code"] for f in result["originals"]["net"]["findings"]] == ["TL302"]
