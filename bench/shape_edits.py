@@ -1042,7 +1042,12 @@ def table(result: dict, confirmed_only: bool) -> str:
     dropped = [r for r in result["seeds"] if r.get("confirmed") is False]
     if dropped:
         out.append("\nDropped (the mutant is not a bug on torch, or its original does not run):")
-        out.extend(f"  {r['file']} [{r['kind']}] {r['old']!r} -> {r['new']!r}: {r['observed']}" for r in dropped)
+        out.extend(f"  {r['file']} [{r['kind']}] {r['old']!r} -> {r['new']!r}: {r['observed']}"
+                   + (f" -- yet reported: {', '.join(f['code'] for f in r['findings'])}" if r["found"] else "")
+                   for r in dropped)
+        flagged = sum(r["found"] for r in dropped if r["observed"].startswith("runs clean"))
+        out.append(f"TL30x findings on the {sum(r['observed'].startswith('runs clean') for r in dropped)} "
+                   f"mutants that run clean (false positives): {flagged}")
     findings = [(k, f) for k, o in result["originals"].items() for f in o["findings"]]
     out.append(f"\nTL30x findings on the {len(result['originals'])} unmodified originals: {len(findings)}")
     out.extend(f"  {k}:{f['cell'] + ':' if f['cell'] else ''}{f['line']}: {f['code']} {f['message']}"
