@@ -885,7 +885,9 @@ def _no_relative(source: str) -> str:
 def confirm_worker() -> int:
     jobs = json.load(sys.stdin)
     _install_stubs()
-    results = {}
+    import torch
+
+    results = {"torch": torch.__version__}
     with tempfile.TemporaryDirectory(prefix="shapebench-run-") as scratch:
         os.chdir(scratch)
         for job in jobs:
@@ -910,9 +912,15 @@ def confirm(jobs: List[dict], verbose: bool) -> Dict[str, dict]:
 # The benchmark
 # --------------------------------------------------------------------------------------------
 
+# Failures of the harness, not of the shapes: a seed that meets one is not counted either way.
+_HARNESS_ERRORS = ("NameError", "ImportError", "ModuleNotFoundError", "SyntaxError", "IndentationError", "_Timeout")
+
+
 def _judge(original: dict, mutant: dict) -> Tuple[bool, str]:
     """Whether the mutant is a confirmed bug, and the observation."""
     if mutant["error"]:
+        if mutant["error"].startswith(_HARNESS_ERRORS):
+            return False, "harness problem, not counted: " + mutant["error"]
         return True, mutant["error"]
     new = [w for w in mutant["warnings"] if w not in original["warnings"]]
     if new:
@@ -982,6 +990,7 @@ def run(mirror: Path, do_confirm: bool, verbose: bool = False, only: Sequence[st
                         jobs.append({"id": f"{key}|{index}", "spec": payload, "probe": seed.probe or spec.probe,
                                      "text": shrunk(edits[index][0], spec.path, spec.shrink)})
             runs = confirm(jobs, verbose)
+            result["torch"] = runs.pop("torch")
         for key, text in texts.items():
             spec = FILES[key]
             path = paths[key]
@@ -1021,7 +1030,8 @@ def run(mirror: Path, do_confirm: bool, verbose: bool = False, only: Sequence[st
 
 
 def table(result: dict, confirmed_only: bool) -> str:
-    out = [f"TL30x rules present: {', '.join(result['rules']) or 'none'}", "",
+    out = [f"TL30x rules present: {', '.join(result['rules']) or 'none'}"
+           + (f"; confirmed on torch {result['torch']}" if result.get("torch") else ""), "",
            "| kind | seeded | confirmed | found | found near | recall |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     totals = [0, 0, 0, 0]
     for kind in KINDS:
@@ -1041,7 +1051,7 @@ def table(result: dict, confirmed_only: bool) -> str:
         out.append("\n(not confirmed on torch: run with --confirm; recall here is over every seed)")
     dropped = [r for r in result["seeds"] if r.get("confirmed") is False]
     if dropped:
-        out.append("\nDropped (the mutant is not a bug on torch, or its original does not run):")
+        out.append("\nDropped (the mutant is not a bug on torch, its original does not run, or the harness failed):")
         out.extend(f"  {r['file']} [{r['kind']}] {r['old']!r} -> {r['new']!r}: {r['observed']}"
                    + (f" -- yet reported: {', '.join(f['code'] for f in r['findings'])}" if r["found"] else "")
                    for r in dropped)
