@@ -168,6 +168,13 @@ FILES: Dict[str, File] = {
         "input, target = waves[3:, :-1], waves[3:, 1:]\n"
         "seq = Sequence()\nseq.double()\n"
         "loss = nn.MSELoss()(seq(input), target)\n")),
+    "yj-lm": File(*YJ, "tutorials/02-intermediate/language_model/main.py", mode="defs", driver=(
+        "vocab_size = 1000\n"
+        "ids = torch.randint(0, vocab_size, (batch_size, 4 * seq_length + 1))\n"
+        "model = RNNLM(vocab_size, embed_size, hidden_size, num_layers)\n"
+        "states = (torch.zeros(num_layers, batch_size, hidden_size), torch.zeros(num_layers, batch_size, hidden_size))\n"
+        "outputs, states = model(ids[:, :seq_length], states)\n"
+        "loss = nn.CrossEntropyLoss()(outputs, ids[:, 1:1 + seq_length].reshape(-1))\n")),
 }
 
 SEEDS: List[Seed] = [
@@ -341,6 +348,18 @@ SEEDS: List[Seed] = [
     Seed("ex-time-seq", "channels", "self.linear = nn.Linear(51, 1)", "self.linear = nn.Linear(51, 2)"),
     Seed("ex-time-seq", "channels", "self.lstm2 = nn.LSTMCell(51, 51)", "self.lstm2 = nn.LSTMCell(51, 64)"),
     Seed("ex-time-seq", "view", "for input_t in input.split(1, dim=1):", "for input_t in input.split(1, dim=0):"),
+    # ---- yunjey language model (LSTM, batch first, Penn Treebank ids as random ones)
+    Seed("yj-lm", "batch_first", "nn.LSTM(embed_size, hidden_size, num_layers, batch_first=True)",
+         "nn.LSTM(embed_size, hidden_size, num_layers)"),
+    Seed("yj-lm", "view", "out = out.reshape(out.size(0)*out.size(1), out.size(2))", "out = out.reshape(out.size(0), -1)"),
+    Seed("yj-lm", "channels", "self.linear = nn.Linear(hidden_size, vocab_size)", "self.linear = nn.Linear(embed_size, vocab_size)"),
+    # ---- more of the weak kinds
+    Seed("ex-mnist-rnn", "normalize", "transforms.Normalize((0.1307,), (0.3081,))",
+         "transforms.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))", "ImageNet statistics pasted", nth=1),
+    Seed("yj-resnet", "skip", "self.conv2 = conv3x3(out_channels, out_channels)",
+         "self.conv2 = conv3x3(out_channels, out_channels, stride)"),
+    Seed("unet-model", "skip", "x = self.up4(x, x1)", "x = self.up4(x, x2)"),
+    Seed("yj-ffnn", "loss", "criterion = nn.CrossEntropyLoss()", "criterion = nn.BCEWithLogitsLoss()"),
 ]
 
 
