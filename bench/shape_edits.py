@@ -1114,7 +1114,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             where = f"{r['cell']}:{r['line']}" if r["cell"] else str(r["line"])
             status = "" if "confirmed" not in r else ("confirmed " if r["confirmed"] else "DROPPED ") + r["observed"]
             if r.get("crash") and r.get("confirmed"):
-                status += f" (raised at {r['crash'][0] + ':' if r['crash'][0] else ''}{r['crash'][1]})"
+                status += f" (raised at {str(r['crash'][0]) + ':' if r['crash'][0] else ''}{r['crash'][1]})"
             print(f"{r['path']}:{where} [{r['kind']}] {r['old']!r} -> {r['new']!r}: {status}"
                   f" | {'found ' + ','.join(f['code'] for f in r['findings']) if r['found'] else 'missed'}")
         print()

@@ -194,11 +194,16 @@ class _Builder:
             description = source.description if source is not None else f"{channels} channels"
             if call in self.sem.index.order and (call, "normalize") not in self._reported:
                 self._reported.add((call, "normalize"))
+                if channels == 1:
+                    raised = (f"`RuntimeError: output with shape [1, H, W] doesn't match the broadcast shape "
+                              f"[{given}, H, W]`")
+                else:
+                    raised = (f"`RuntimeError: The size of tensor a ({channels}) must match the size of tensor b "
+                              f"({given}) at non-singleton dimension 0`")
                 self.facts.findings.append(Finding(
                     "TL307", call,
                     f"`{_short(self.sem, call)}` gives {given} channel values but the images have {channels} "
-                    f"channel{'s' if channels != 1 else ''} ({description}): the first batch raises "
-                    f"`RuntimeError: The size of tensor a ({channels}) must match the size of tensor b ({given})`; "
+                    f"channel{'s' if channels != 1 else ''} ({description}): the first sample raises {raised}; "
                     f"give {channels} value{'s' if channels != 1 else ''} per statistic"))
 
     # -- models nothing known feeds

@@ -325,8 +325,28 @@ def element_shape(sem, expr: cst.BaseExpression) -> Optional[Tuple[D.Shape, str]
     return None
 
 
+# In-place methods that change a tensor's shape: after one, the shape its definition gave is gone.
+SHAPE_CHANGING_INPLACE = frozenset({"resize_", "resize_as_", "t_", "transpose_", "squeeze_", "unsqueeze_",
+                                    "as_strided_", "set_", "swapdims_", "swapaxes_", "unflatten_"})
+
+
+def reshaped_in_place(sem, name: cst.Name) -> bool:
+    """Whether the function (or module) that reads `name` calls a shape-changing in-place method
+    on it anywhere (`images.resize_(64, 784)`): its definition no longer tells its shape."""
+    scope = sem.function_of(name)
+    for call in sem.index.calls_named(SHAPE_CHANGING_INPLACE):
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == name.value \
+                and sem.function_of(call) is scope:
+            return True
+    return False
+
+
 def input_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
     """What is known of the tensor `expr` a model is called with."""
+    stripped = _strip(sem, expr)
+    if isinstance(stripped, cst.Name) and reshaped_in_place(sem, stripped):
+        return None
     built = tensor_source(sem, expr)
     if built is not None:
         return built

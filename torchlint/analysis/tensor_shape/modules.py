@@ -28,6 +28,9 @@ from torchlint.analysis.tensor_shape.values import Num, Tensor, Tup
 UNKNOWN = C.UNKNOWN
 _MAX_DEPTH = 6
 BATCH = D.symbol("N")  # the batch a DataLoader (or an image tensor) puts first
+_SHAPE_KEEPING_INPLACE = frozenset({"add_", "sub_", "mul_", "div_", "clamp_", "relu_", "zero_", "fill_",
+                                    "copy_", "normal_", "uniform_", "masked_fill_", "requires_grad_", "pow_",
+                                    "sigmoid_", "tanh_", "exp_", "abs_", "neg_", "sqrt_", "detach_"})
 _SEQUENCE_LAYERS = frozenset({"RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer",
                               "TransformerDecoderLayer"})
 
@@ -574,7 +577,13 @@ class Interpreter:
                     value = self._binary(small.target, small.value, _plain_operator(small.operator), small, frame, certain)
                     self._bind(small.target, value, frame)
                 elif isinstance(small, cst.Expr):
-                    self.expr(small.value, frame, certain)
+                    value = self.expr(small.value, frame, certain)
+                    call = small.value
+                    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) \
+                            and isinstance(call.func.value, cst.Name) and call.func.attr.value.endswith("_") \
+                            and call.func.attr.value not in _SHAPE_KEEPING_INPLACE:
+                        # `x.unsqueeze_(1)`: the name now holds the new shape (unknown if not followed)
+                        frame.env[call.func.value.value] = value if isinstance(value, Tensor) else UNKNOWN
             return True
         if isinstance(statement, cst.If):
             condition = self._condition(statement.test, frame)

@@ -251,6 +251,8 @@ def tensor_method(name: str, shape: D.Shape, positional: List[Any], keywords: Di
     rank = len(shape)
     if name in ("view", "reshape"):
         return view(shape, positional, name)
+    if name in ("unsqueeze_", "squeeze_", "t_", "transpose_"):
+        return tensor_method(name[:-1], shape, positional, keywords)
     if name == "size":
         if not positional and "dim" not in keywords:
             return Tup(tuple(Num(d) for d in shape))

@@ -19,8 +19,8 @@ CASES = [
         good=_PIPELINE.format(normalize="transforms.Normalize((0.1307,), (0.3081,))"),
         bad_line=4,
         probe="raises",
-        expect={"exc": "RuntimeError", "match": "must match the size of tensor b (3)"},
+        expect={"exc": "RuntimeError", "match": "doesn't match the broadcast shape [3, 28, 28]"},
         requires=("torchvision",),
-        source="torchvision 0.29.1 torchvision/transforms/_functional_tensor.py normalize (tensor.sub_(mean).div_(std) with mean of shape (3, 1, 1))",
+        source="torchvision 0.29.1 torchvision/transforms/_functional_tensor.py normalize: `tensor.sub_(mean)` with mean viewed (3, 1, 1) on a (1, 28, 28) image; the same sub_ on torch 2.13 raises `output with shape [1, 28, 28] doesn't match the broadcast shape [3, 28, 28]`",
     ),
 ]
