@@ -23,6 +23,7 @@ from torchlint.analysis.tensor_shape.modules import (
     MODULE_VALUES, Interpreter, Layer, Problem, Sequence_, Step, Submodule, UNKNOWN, bind_constructor, class_layers,
     layer_of, method, project_class,
 )
+from torchlint.analysis.tensor_shape.script import ScriptFrame
 from torchlint.analysis.tensor_shape.values import Tensor, Tup
 
 # Problem kinds and the rule that reports them.
@@ -79,6 +80,7 @@ class _Builder:
         self._reported: set = set()
         self._fed_classes: set = set()
         self._outputs: Dict[cst.CSTNode, Any] = {}
+        self._models: Dict[int, Any] = {}
 
     def build(self) -> ShapeFacts:
         sem = self.sem
@@ -103,31 +105,22 @@ class _Builder:
         loss = L.loss_class(sem, call)
         if loss is None:
             return
-        output = self._output_of(positional[0])
+        frame = ScriptFrame(sem, self._module_value)
+        interpreter = Interpreter()
+        output = interpreter.expr(positional[0], frame, True)
         if not isinstance(output, Tensor) or output.shape is None:
             return
-        target = L.target_shape(sem, positional[1])
-        if target is None:
+        frame.last_source = None
+        target = interpreter.expr(positional[1], frame, True)
+        if not isinstance(target, Tensor) or target.shape is None or frame.last_source is None:
             return
-        target_shape, description = target
-        problem = L.check(loss, output.shape, target_shape)
+        problem = L.check(loss, output.shape, target.shape)
         if problem is None or (call, "loss") in self._reported:
             return
         self._reported.add((call, "loss"))
         self.facts.findings.append(Finding(
             "TL305", call, f"`{_short(sem, call)}`: {problem} (the model's output is {D.shape_text(output.shape)}, "
-                           f"the target {D.shape_text(target_shape)}: {description})"))
-
-    def _output_of(self, expr: cst.BaseExpression) -> Any:
-        sem = self.sem
-        value = sem.assigned_value(expr) if isinstance(expr, cst.Name) else expr
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and \
-                value.func.attr.value in ("float", "to", "cuda", "squeeze") and value not in self._outputs:
-            if value.func.attr.value == "squeeze":
-                return None
-            value = value.func.value
-            value = sem.assigned_value(value) if isinstance(value, cst.Name) else value
-        return self._outputs.get(value)
+                           f"the target {D.shape_text(target.shape)}: {frame.last_source.description})"))
 
     # -- models fed with a known input
     def _feed(self, call: cst.Call) -> None:
@@ -140,17 +133,38 @@ class _Builder:
         if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
             return
         func = call.func
-        if not isinstance(func, (cst.Name, cst.Attribute)):
-            return
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        if not isinstance(func, cst.Name):
             return
         value = sem.values.of(func)
         if value.kind != "module" or value.module is None:
             return
-        source = I.input_source(sem, call.args[0].value)
+        found = self._model_of(func)
+        if found is None:
+            return
+        label, module = found
+        frame = ScriptFrame(sem, self._module_value)
+        interpreter = Interpreter()
+        argument = interpreter.expr(call.args[0].value, frame, True)
+        source = frame.last_source
         if source is None:
             return
-        self._run_model(func, source, call)
+        if isinstance(module, Submodule):
+            self._fed_classes.add(id(module.klass))
+        output = UNKNOWN
+        if isinstance(argument, Tensor) and argument.shape is not None:
+            output = interpreter.call_module(module, [argument], call, sem, 0, True)
+            self.facts.runs.append(ModelRun(label, source.description, argument.shape, interpreter.run.steps,
+                                            output, interpreter.run.problems, call))
+        self._outputs[call] = output
+        for problem in interpreter.run.problems:
+            self._report(problem, source, call)
+
+    def _module_value(self, node: cst.Name) -> Any:
+        """For the script frame: the module a name holds, or None."""
+        if self.sem.values.of(node).kind != "module":
+            return None
+        found = self._model_of(node)
+        return found[1] if found is not None else None
 
     def _model_of(self, model_node) -> Optional[Tuple[str, Any]]:
         """The module a model expression holds: (label, module value)."""
@@ -161,6 +175,15 @@ class _Builder:
             return None
         if site not in sem.index.order:
             return None
+        if id(site) in self._models:
+            return self._models[id(site)]
+        self._models[id(site)] = None
+        found = self._module_at(site, value)
+        self._models[id(site)] = found
+        return found
+
+    def _module_at(self, site: cst.Call, value) -> Optional[Tuple[str, Any]]:
+        sem = self.sem
         klass = value.module.klass if value.module is not None else None
         found = (klass, sem) if isinstance(klass, cst.ClassDef) and klass in sem.index.order else \
             project_class(sem, site.func)

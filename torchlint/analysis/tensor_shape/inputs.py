@@ -342,6 +342,26 @@ def reshaped_in_place(sem, name: cst.Name) -> bool:
     return False
 
 
+def element_source(sem, name: cst.Name) -> Optional[Tuple[D.Shape, Source]]:
+    """The batched shape of the batch element `name` is bound to, and where it comes from."""
+    origin = batch_origin(sem, name)
+    if origin is None or len(origin[1]) != 1:
+        return None
+    iterable, path = origin
+    loader = sem.values.of(iterable)
+    site = getattr(loader, "site", None)
+    if loader.kind != "loader" or not isinstance(site, cst.Call) or site not in sem.index.order:
+        return None
+    if path == (0,):
+        source = loader_source(sem, site)
+        return None if source is None else (source.shape, source)
+    found = element_shape(sem, name)
+    if found is None:
+        return None
+    shape, description = found
+    return shape, Source(tuple(shape[1:]), description)
+
+
 def input_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
     """What is known of the tensor `expr` a model is called with."""
     stripped = _strip(sem, expr)

@@ -669,6 +669,8 @@ class Interpreter:
         kind = type(node)
         sem = frame.sem
         if kind is cst.Name:
+            if frame.klass is None and hasattr(frame, "resolve"):
+                return frame.resolve(node, self)
             if node.value in frame.env:
                 return frame.env[node.value]
             if node.value == "None":
@@ -763,9 +765,12 @@ class Interpreter:
         if any(a.star for a in call.args):
             return UNKNOWN
         callee = UNKNOWN
-        if isinstance(func, cst.Name) and func.value in frame.env:
+        if isinstance(func, cst.Name) and frame.klass is None and hasattr(frame, "resolve"):
+            callee = frame.resolve(func, self)
+        elif isinstance(func, cst.Name) and func.value in frame.env:
             callee = frame.env[func.value]
-        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+                and frame.klass is not None:
             attribute = func.attr.value
             if attribute in frame.layers:
                 callee = frame.layers[attribute]
@@ -790,6 +795,9 @@ class Interpreter:
                 return UNKNOWN
         qualified = sem.qualified_name(func)
         if qualified:
+            if hasattr(frame, "factory") and qualified.split(".")[0] == "torch" and \
+                    qualified.rsplit(".", 1)[-1] in ("randn", "rand", "zeros", "ones", "empty", "randint"):
+                return frame.factory(call)
             return self._function(qualified, call, frame, certain)
         return UNKNOWN
 
