@@ -114,7 +114,7 @@ class _Builder:
         target = interpreter.expr(positional[1], frame, True)
         if not isinstance(target, Tensor) or target.shape is None or frame.last_source is None:
             return
-        problem = L.check(loss, output.shape, target.shape)
+        problem = L.check(loss, output.shape, target.shape, frame.last_source.batch_sizes)
         if problem is None or (call, "loss") in self._reported:
             return
         self._reported.add((call, "loss"))
@@ -151,6 +151,7 @@ class _Builder:
         if isinstance(module, Submodule):
             self._fed_classes.add(id(module.klass))
         output = UNKNOWN
+        interpreter.batch = source
         if isinstance(argument, Tensor) and argument.shape is not None:
             output = interpreter.call_module(module, [argument], call, sem, 0, True)
             self.facts.runs.append(ModelRun(label, source.description, argument.shape, interpreter.run.steps,

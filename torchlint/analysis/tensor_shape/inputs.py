@@ -21,7 +21,13 @@ from typing import Any, List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.tensor_shape import dims as D
-from torchlint.analysis.tensor_shape.modules import UNKNOWN, evaluate
+from torchlint.analysis.tensor_shape.modules import UNKNOWN, _frozen
+from torchlint.analysis.tensor_shape.modules import evaluate as _evaluate
+
+
+def evaluate(sem, node, env, depth):
+    """A constant argument, lists as tuples."""
+    return _frozen(_evaluate(sem, node, env, depth))
 
 BATCH = D.symbol("N")
 
@@ -29,6 +35,12 @@ DATASETS = {
     "MNIST": (1, 28, 28), "FashionMNIST": (1, 28, 28), "KMNIST": (1, 28, 28), "EMNIST": (1, 28, 28),
     "QMNIST": (1, 28, 28), "CIFAR10": (3, 32, 32), "CIFAR100": (3, 32, 32), "SVHN": (3, 32, 32),
     "STL10": (3, 96, 96), "ImageFolder": (3, None, None), "Omniglot": (1, 105, 105),
+}
+
+# How many samples each split holds (torchvision's documentation): (train, test).
+DATASET_LENGTHS = {
+    "MNIST": (60000, 10000), "FashionMNIST": (60000, 10000), "KMNIST": (60000, 10000),
+    "CIFAR10": (50000, 10000), "CIFAR100": (50000, 10000), "SVHN": (73257, 26032), "STL10": (5000, 8000),
 }
 
 _SIZE_KEEPING = frozenset({
@@ -51,7 +63,26 @@ class Source:
     batch_size: Optional[int] = None
     batched: bool = True
     normalize_misfits: List[Tuple[cst.Call, int, int]] = field(default_factory=list)
+    length: Optional[int] = None  # samples in the dataset, where the code fixes it
+    drop_last: bool = False
 
+    @property
+    def batch_sizes(self) -> Tuple[int, ...]:
+        """The batch sizes that certainly occur: the loader's, and the last partial batch's."""
+        if self.batch_size is None:
+            return ()
+        sizes = [self.batch_size]
+        if self.length is not None and not self.drop_last and self.length % self.batch_size:
+            sizes.append(self.length % self.batch_size)
+        return tuple(sizes)
+
+    def batch_text(self, size: int) -> str:
+        """Why a batch of `size` occurs: "the last batch of MNIST's 60000 samples (60000 = 468×128 + 96)"."""
+        if size == self.batch_size:
+            return f"batch_size={size}"
+        name = self.description.split(" ")[0]
+        return (f"the last batch of {name}'s {self.length} samples ({self.length} = "
+                f"{self.length // self.batch_size}×{self.batch_size} + {size})")
     @property
     def shape(self) -> D.Shape:
         return ((BATCH,) + tuple(self.sample)) if self.batched else tuple(self.sample)
@@ -139,11 +170,18 @@ def loader_source(sem, loader_call: cst.Call) -> Optional[Source]:
             batch_size = evaluate(sem, argument.value, {}, 0)
         if argument.star:
             batch_size = None
+    drop_last = next((evaluate(sem, a.value, {}, 0) for a in loader_call.args
+                      if a.keyword is not None and a.keyword.value == "drop_last"), False)
     if dataset is None:
         return None
     source = dataset_source(sem, dataset, 0)
-    if source is not None and isinstance(batch_size, int) and not isinstance(batch_size, bool):
+    if source is not None and isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size > 0:
         source.batch_size = batch_size
+        source.drop_last = drop_last is not False
+        if any(a.star for a in loader_call.args) or not isinstance(drop_last, bool):
+            source.length = None
+    elif source is not None:
+        source.length = None
     return source
 
 
@@ -164,7 +202,8 @@ def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source
         first = tensor_source(sem, call.args[0].value)
         if first is None or not first.sample:
             return None
-        return Source(tuple(first.sample[1:]), f"TensorDataset of {D.shape_text(first.sample)}{_line(sem, call)}")
+        return Source(tuple(first.sample[1:]), f"TensorDataset of {D.shape_text(first.sample)}{_line(sem, call)}",
+                      length=first.sample[0] if D.is_known(first.sample[0]) else None)
     if not qualified.startswith("torchvision.datasets.") or short not in DATASETS:
         return None
     shape = list(DATASETS[short])
@@ -182,7 +221,25 @@ def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source
         return None
     source = Source(tuple(shape), f"{short} {'×'.join(str(d) for d in shape)}{_line(sem, call)}")
     source.normalize_misfits = misfits
+    source.length = _dataset_length(sem, call, short)
     return source
+
+
+def _dataset_length(sem, call: cst.Call, short: str) -> Optional[int]:
+    lengths = DATASET_LENGTHS.get(short)
+    if lengths is None or any(a.star for a in call.args):
+        return None
+    keywords = {a.keyword.value: evaluate(sem, a.value, {}, 0) for a in call.args if a.keyword is not None}
+    if short in ("SVHN", "STL10"):
+        split = keywords.get("split", "train")
+        return {"train": lengths[0], "test": lengths[1]}.get(split) if isinstance(split, str) else None
+    positional = [a for a in call.args if a.keyword is None]
+    train = keywords.get("train", evaluate(sem, positional[1].value, {}, 0) if len(positional) > 1 else True)
+    if train is True:
+        return lengths[0]
+    if train is False:
+        return lengths[1]
+    return None
 
 
 def normalize_misfits(sem, call: cst.Call) -> List[Tuple[cst.Call, int, int]]:
@@ -359,7 +416,11 @@ def element_source(sem, name: cst.Name) -> Optional[Tuple[D.Shape, Source]]:
     if found is None:
         return None
     shape, description = found
-    return shape, Source(tuple(shape[1:]), description)
+    images = loader_source(sem, site)
+    source = Source(tuple(shape[1:]), description)
+    if images is not None:
+        source.batch_size, source.length, source.drop_last = images.batch_size, images.length, images.drop_last
+    return shape, source
 
 
 def input_source(sem, expr: cst.BaseExpression) -> Optional[Source]:

@@ -84,8 +84,9 @@ def _literal(node) -> Optional[int]:
     return None
 
 
-def check(loss: str, output: D.Shape, target: D.Shape) -> Optional[str]:
-    """Why `loss(output, target)` fails or trains wrongly, or None."""
+def check(loss: str, output: D.Shape, target: D.Shape, batch_sizes=()) -> Optional[str]:
+    """Why `loss(output, target)` fails or trains wrongly, or None. `batch_sizes`: the batch
+    sizes that certainly occur (N takes each)."""
     if output is None or target is None:
         return None
     if loss in CLASS_INDEX:
@@ -96,10 +97,12 @@ def check(loss: str, output: D.Shape, target: D.Shape) -> Optional[str]:
         return None
     if loss in SAME_SIZE:
         if len(output) != len(target) or any(D.same(a, b) is False for a, b in zip(output, target)):
-            if _one_extra(output, target) or _one_extra(target, output):
-                return (f"{loss} needs the input and target of the same size: it raises `ValueError: Using a target "
-                        f"size ... that is different to the input size`; use `output.squeeze(1)` or "
-                        f"`target.unsqueeze(1).float()`")
+            hint = "use `output.squeeze(1)` or `target.unsqueeze(1).float()`" if (
+                _one_extra(output, target) or _one_extra(target, output)) else "give both the same shape"
+            raised = ("`ValueError: Target size (...) must be the same as input size (...)`"
+                      if loss == "BCEWithLogitsLoss" else
+                      "`ValueError: Using a target size (...) that is different to the input size (...)`")
+            return f"{loss} needs the input and target of the same size: it raises {raised}; {hint}"
         return None
     if loss in BROADCASTING:
         if _one_extra(output, target):
@@ -107,10 +110,23 @@ def check(loss: str, output: D.Shape, target: D.Shape) -> Optional[str]:
                     f"`Using a target size that is different to the input size`): every prediction is compared "
                     f"with every sample's target, so the model learns their mean; use `output.squeeze(1)` or "
                     f"`target.view(-1, 1)`")
+        for size in batch_sizes or ():
+            a, b = _at(output, size), _at(target, size)
+            joined = ops.broadcast(a, b)
+            if isinstance(joined, str):
+                return (f"{loss} of a {D.shape_text(a)} output against a {D.shape_text(b)} target cannot broadcast "
+                        f"({joined}) at a batch of {size}: it raises `RuntimeError: The size of tensor a ... must "
+                        f"match the size of tensor b`; the model's output and the target need the same shape")
     return None
+
+
+def _at(shape: D.Shape, size: int) -> D.Shape:
+    """The shape with the batch symbol N set to `size`."""
+    batch = D.symbol("N")
+    return tuple(size if d == batch else d for d in shape)
 
 
 def _one_extra(longer: D.Shape, shorter: D.Shape) -> bool:
     """`longer` is `shorter` with a trailing size-1 dimension: (N, 1) against (N,)."""
-    return len(longer) == len(shorter) + 1 and longer[-1] == 1 and all(
-        D.same(a, b) is not False for a, b in zip(longer, shorter)) and len(shorter) >= 1 and shorter[0] == longer[0]
+    return len(longer) == len(shorter) + 1 and longer[-1] == 1 and len(shorter) >= 1 and all(
+        D.same(a, b) is not False for a, b in zip(longer, shorter))

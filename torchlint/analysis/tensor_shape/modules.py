@@ -70,6 +70,35 @@ class Submodule:
 MODULE_VALUES = (Layer, Sequence_, Submodule)
 
 
+class ListValue:
+    """A list `__init__` builds and appends to (`layers = []; layers.append(block(...))`)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items) -> None:
+        self.items = list(items)
+
+
+@dataclass(frozen=True)
+class ClassRef:
+    """A module class passed as a value (`ResNet(ResidualBlock, [2, 2, 2])`)."""
+
+    klass: cst.ClassDef
+    semantic: Any
+
+
+@dataclass(frozen=True)
+class FunctionRef:
+    """A function of the file that builds layers (`def conv3x3(cin, cout, stride=1): return
+    nn.Conv2d(...)`)."""
+
+    function: cst.FunctionDef
+    semantic: Any
+
+
+_MAX_UNROLL = 256
+
+
 @dataclass
 class Step:
     """One layer or op applied in a forward: what `torchlint shapes` prints and messages cite."""
@@ -139,18 +168,34 @@ def evaluate(sem, node: cst.BaseExpression, env: Dict[str, Any], depth: int = 0)
         items = []
         for element in node.elements:
             if isinstance(element, cst.StarredElement):
-                inner = evaluate(sem, element.value, env, depth + 1)
-                if not isinstance(inner, tuple):
+                inner = _items(evaluate(sem, element.value, env, depth + 1))
+                if inner is None:
                     return UNKNOWN
                 items.extend(inner)
             else:
-                items.append(evaluate(sem, element.value, env, depth + 1))
-        return tuple(items)
+                items.append(_value(sem, element.value, env, depth + 1))
+        return tuple(items) if kind is cst.Tuple else ListValue(items)
+    if kind is cst.ListComp:
+        return _comprehension(sem, node, env, depth)
+    if kind is cst.Comparison:
+        return _compare(sem, node, env, depth)
+    if kind is cst.BooleanOperation:
+        left = evaluate(sem, node.left, env, depth + 1)
+        if not _is_plain(left):
+            return UNKNOWN
+        if isinstance(node.operator, cst.And):
+            return evaluate(sem, node.right, env, depth + 1) if left else left
+        return left if left else evaluate(sem, node.right, env, depth + 1)
+    if kind is cst.IfExp:
+        test = evaluate(sem, node.test, env, depth + 1)
+        if not _is_plain(test):
+            return UNKNOWN
+        return evaluate(sem, node.body if test else node.orelse, env, depth + 1)
     if kind is cst.UnaryOperation:
         value = evaluate(sem, node.expression, env, depth + 1)
         if isinstance(node.operator, cst.Minus) and isinstance(value, (int, float)) and not isinstance(value, bool):
             return -value
-        if isinstance(node.operator, cst.Not) and isinstance(value, bool):
+        if isinstance(node.operator, cst.Not) and _is_plain(value):
             return not value
         return UNKNOWN
     if kind is cst.BinaryOperation:
@@ -160,18 +205,95 @@ def evaluate(sem, node: cst.BaseExpression, env: Dict[str, Any], depth: int = 0)
     if kind is cst.Attribute and isinstance(node.value, cst.Name) and node.value.value == "self":
         return env.get("self." + node.attr.value, UNKNOWN)
     if kind is cst.Call:
-        name = sem.qualified_name(node.func)
-        if name in ("int", "builtins.int") and len(node.args) == 1:
-            value = evaluate(sem, node.args[0].value, env, depth + 1)
+        func_name = node.func.value if isinstance(node.func, cst.Name) and node.func.value not in env else None
+        arguments = [evaluate(sem, a.value, env, depth + 1) for a in node.args if a.keyword is None and not a.star]
+        if func_name == "int" and len(arguments) == 1:
+            value = arguments[0]
             return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else UNKNOWN
+        if func_name == "range" and len(node.args) == len(arguments) and 1 <= len(arguments) <= 3 and \
+                all(isinstance(a, int) and not isinstance(a, bool) for a in arguments):
+            found = range(*arguments)
+            return tuple(found) if len(found) <= _MAX_UNROLL else UNKNOWN
+        if func_name == "len" and len(arguments) == 1 and _items(arguments[0]) is not None:
+            return len(_items(arguments[0]))
         return layer_of(sem, node, env, "", depth + 1)
     if kind is cst.Subscript and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
         container = evaluate(sem, node.value, env, depth + 1)
         index = evaluate(sem, node.slice[0].slice.value, env, depth + 1)
-        if isinstance(container, tuple) and isinstance(index, int) and -len(container) <= index < len(container):
-            return container[index]
+        items = _items(container)
+        if items is not None and isinstance(index, int) and -len(items) <= index < len(items):
+            return items[index]
         return UNKNOWN
     return UNKNOWN
+
+
+def _is_plain(value: Any) -> bool:
+    """A constant whose truth is known."""
+    return value is None or isinstance(value, (bool, int, float, str, tuple))
+
+
+_COMPARE = {cst.Equal: lambda a, b: a == b, cst.NotEqual: lambda a, b: a != b, cst.LessThan: lambda a, b: a < b,
+            cst.LessThanEqual: lambda a, b: a <= b, cst.GreaterThan: lambda a, b: a > b,
+            cst.GreaterThanEqual: lambda a, b: a >= b, cst.Is: lambda a, b: a is b, cst.IsNot: lambda a, b: a is not b}
+
+
+def _compare(sem, node: cst.Comparison, env: Dict[str, Any], depth: int) -> Any:
+    left = evaluate(sem, node.left, env, depth + 1)
+    for target in node.comparisons:
+        right = evaluate(sem, target.comparator, env, depth + 1)
+        operator = _COMPARE.get(type(target.operator))
+        if operator is None or not _is_plain(left) or not _is_plain(right):
+            if isinstance(target.operator, (cst.Is, cst.IsNot)) and (left is None or right is None) and \
+                    (isinstance(left, MODULE_VALUES) or isinstance(right, MODULE_VALUES)):
+                result = isinstance(target.operator, cst.IsNot)  # a layer is not None
+                if not result:
+                    return False
+                left = right
+                continue
+            return UNKNOWN
+        try:
+            if not operator(left, right):
+                return False
+        except TypeError:
+            return UNKNOWN
+        left = right
+    return True
+
+
+def _frozen(value: Any) -> Any:
+    """A constructor argument as the layer sees it: a list of numbers is a tuple of them."""
+    if isinstance(value, ListValue):
+        return tuple(_frozen(v) for v in value.items)
+    return value
+
+
+def _items(value: Any) -> Optional[list]:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, ListValue):
+        return value.items
+    return None
+
+
+def _value(sem, node, env, depth) -> Any:
+    """An element's value: a layer for a constructor call, else a constant."""
+    return layer_of(sem, node, env, "", depth) if isinstance(node, cst.Call) else evaluate(sem, node, env, depth)
+
+
+def _comprehension(sem, node: cst.ListComp, env: Dict[str, Any], depth: int) -> Any:
+    """`[nn.Linear(d, d) for _ in range(n)]` over a known iterable, without conditions."""
+    loop = node.for_in
+    if loop.inner_for_in is not None or loop.ifs or not isinstance(loop.target, cst.Name):
+        return UNKNOWN
+    items = _items(evaluate(sem, loop.iter, env, depth + 1))
+    if items is None or len(items) > _MAX_UNROLL:
+        return UNKNOWN
+    found = []
+    for item in items:
+        inner = dict(env)
+        inner[loop.target.value] = item
+        found.append(_value(sem, node.elt, inner, depth + 1))
+    return ListValue(found)
 
 
 def _arithmetic(operator, left, right):
@@ -209,8 +331,35 @@ def _global(sem, name: cst.Name, depth: int) -> Any:
     if definition is not None and definition.kind == "assign" and definition.path == () \
             and definition.value is not None and sem.function_of(definition.statement) is None:
         return evaluate(sem, definition.value, {}, depth + 1)
+    if definition is not None and definition.kind == "class" and isinstance(definition.statement, cst.ClassDef) \
+            and sem.is_module_class(definition.statement):
+        return ClassRef(definition.statement, sem)
+    if definition is not None and definition.kind == "def" and isinstance(definition.statement, cst.FunctionDef) \
+            and sem.function_of(definition.statement) is None and sem.class_of_method(definition.statement) is None:
+        return FunctionRef(definition.statement, sem)
+    top = _top_level_definitions(sem).get(name.value)
+    if top is not None:
+        return top
     value = module_constants(sem).get(name.value)
     return UNKNOWN if value is None else evaluate(sem, value, {}, depth + 1)
+
+
+def _top_level_definitions(sem) -> Dict[str, Any]:
+    """Module classes and functions defined once at the top of the module, by name."""
+    found = sem.__dict__.get("_shape_definitions")
+    if found is None:
+        found, seen = {}, {}
+        for statement in sem.module.body:
+            if isinstance(statement, (cst.ClassDef, cst.FunctionDef)):
+                name = statement.name.value
+                seen[name] = seen.get(name, 0) + 1
+                if isinstance(statement, cst.ClassDef) and sem.is_module_class(statement):
+                    found[name] = ClassRef(statement, sem)
+                elif isinstance(statement, cst.FunctionDef):
+                    found[name] = FunctionRef(statement, sem)
+        found = {name: value for name, value in found.items() if seen[name] == 1}
+        sem.__dict__["_shape_definitions"] = found
+    return found
 
 
 def module_constants(sem) -> Dict[str, cst.BaseExpression]:
@@ -245,21 +394,27 @@ def layer_of(sem, call: cst.Call, env: Dict[str, Any], name: str, depth: int = 0
         kind = "Sequential" if qualified.endswith("Sequential") else "ModuleList"
         layers: List[Any] = []
         arguments = list(call.args)
-        if kind == "ModuleList" or (len(arguments) == 1 and isinstance(arguments[0].value, (cst.List, cst.Tuple))
-                                    and not arguments[0].star):
-            if len(arguments) != 1 or not isinstance(arguments[0].value, (cst.List, cst.Tuple)):
+        if any(a.keyword is not None for a in arguments) or len([a for a in arguments if a.star]) > 1:
+            return UNKNOWN
+        if len(arguments) == 1 and (arguments[0].star or kind == "ModuleList" or
+                                    isinstance(arguments[0].value, (cst.List, cst.Tuple, cst.ListComp))):
+            items = _items(evaluate(sem, arguments[0].value, env, depth + 1))
+            if items is None:
                 return UNKNOWN
-            elements = [e.value if not isinstance(e, cst.StarredElement) else None for e in arguments[0].value.elements]
+        elif kind == "ModuleList":
+            return UNKNOWN if arguments else Sequence_([], call, name, kind)
         else:
-            if any(a.keyword is not None for a in arguments):
-                return UNKNOWN
-            elements = [a.value if not a.star else None for a in arguments]
-        for position, element in enumerate(elements):
-            if element is None:
-                return UNKNOWN
-            layer = evaluate(sem, element, env, depth + 1) if not isinstance(element, cst.Call) \
-                else layer_of(sem, element, env, f"{name}[{position}]", depth + 1)
-            if isinstance(layer, MODULE_VALUES) and not layer.name:
+            items = []
+            for argument in arguments:
+                if argument.star:
+                    inner = _items(evaluate(sem, argument.value, env, depth + 1))
+                    if inner is None:
+                        return UNKNOWN
+                    items.extend(inner)
+                else:
+                    items.append(_value(sem, argument.value, env, depth + 1))
+        for position, layer in enumerate(items):
+            if isinstance(layer, MODULE_VALUES) and (not layer.name or layer.name.startswith("[")):
                 layer.name = f"{name}[{position}]"
             layers.append(layer if isinstance(layer, MODULE_VALUES) else UNKNOWN)
         return Sequence_(layers, call, name, kind)
@@ -269,7 +424,7 @@ def layer_of(sem, call: cst.Call, env: Dict[str, Any], name: str, depth: int = 0
         for argument in call.args:
             if argument.star:
                 return Layer(contract, {n: UNKNOWN for n, _ in contract.parameters}, call, name, sem)
-            value = evaluate(sem, argument.value, env, depth + 1)
+            value = _frozen(evaluate(sem, argument.value, env, depth + 1))
             if argument.keyword is not None:
                 keywords[argument.keyword.value] = value
             else:
@@ -280,11 +435,62 @@ def layer_of(sem, call: cst.Call, env: Dict[str, Any], name: str, depth: int = 0
         if bound is None:
             return UNKNOWN
         return Layer(contract, bound, call, name, sem)
+    func = call.func
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+            and "__class__" in env:
+        klass, klass_sem = env["__class__"]
+        helper = method(klass, func.attr.value)
+        if helper is None or depth > 16:
+            return UNKNOWN
+        return run_function(klass_sem, helper, call, sem, env, depth + 1, is_method=True)
+    callee = None
+    if isinstance(func, cst.Name):
+        callee = env.get(func.value) if func.value in env else None
+        if callee is None and qualified is None or (qualified and "." not in qualified):
+            callee = callee or _global(sem, func, depth + 1)
+    if isinstance(callee, ClassRef):
+        return Submodule(callee.klass, callee.semantic,
+                         bind_constructor(sem, callee.klass, callee.semantic, call, env, depth), call, name)
+    if isinstance(callee, FunctionRef):
+        if depth > 16:
+            return UNKNOWN
+        return run_function(callee.semantic, callee.function, call, sem, env, depth + 1)
     found = project_class(sem, call.func)
     if found is not None:
         klass, klass_sem = found
         return Submodule(klass, klass_sem, bind_constructor(sem, klass, klass_sem, call, env, depth), call, name)
     return UNKNOWN
+
+
+def run_function(function_sem, function: cst.FunctionDef, call: cst.Call, caller_sem, caller_env: Dict[str, Any],
+                 depth: int, is_method: bool = False) -> Any:
+    """What a layer-building helper returns (`conv3x3(...)`, `self._make_layer(...)`); a method
+    shares `self`'s attributes with its caller, both ways."""
+    if any(a.star for a in call.args):
+        return UNKNOWN
+    params = list(function.params.params)
+    if is_method and params and params[0].name.value == "self":
+        params = params[1:]
+    env: Dict[str, Any] = {}
+    positional = [a for a in call.args if a.keyword is None]
+    if len(positional) > len(params):
+        return UNKNOWN
+    for param, argument in zip(params, positional):
+        env[param.name.value] = _value(caller_sem, argument.value, caller_env, depth + 1)
+    for argument in call.args:
+        if argument.keyword is not None:
+            env[argument.keyword.value] = _value(caller_sem, argument.value, caller_env, depth + 1)
+    for param in params + list(function.params.kwonly_params):
+        if param.name.value not in env:
+            env[param.name.value] = evaluate(function_sem, param.default, {}, depth + 1) \
+                if param.default is not None else UNKNOWN
+    if is_method:
+        env["__class__"] = caller_env["__class__"]
+        env.update({key: value for key, value in caller_env.items() if key.startswith("self.")})
+    _init_block(function_sem, function.body.body, env, depth + 1)
+    if is_method:
+        caller_env.update({key: value for key, value in env.items() if key.startswith("self.")})
+    return env.get("__return__", UNKNOWN)
 
 
 def project_class(sem, func: cst.BaseExpression) -> Optional[Tuple[cst.ClassDef, Any]]:
@@ -353,46 +559,134 @@ def class_layers(klass_sem, klass: cst.ClassDef, arguments: Dict[str, Any], dept
     env: Dict[str, Any] = dict(arguments)
     if init is None:
         return {}
+    env["__class__"] = (klass, klass_sem)
     _init_block(klass_sem, init.body.body, env, depth)
     return {key[5:]: value for key, value in env.items() if key.startswith("self.")}
 
 
-def _init_block(sem, statements, env: Dict[str, Any], depth: int) -> None:
+def _init_block(sem, statements, env: Dict[str, Any], depth: int) -> bool:
+    """Runs constructor code over constants and layers; False once a `return` ends the block."""
     for statement in statements:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
+                if isinstance(small, cst.Return):
+                    env["__return__"] = _value(sem, small.value, env, depth) if small.value is not None else None
+                    return False
                 if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
                     targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
                     for target in targets:
-                        name = _target_name(target)
-                        if name is None:
-                            continue
-                        value = layer_of(sem, small.value, env, name[5:] if name.startswith("self.") else "", depth) \
-                            if isinstance(small.value, cst.Call) else evaluate(sem, small.value, env, depth)
-                        if isinstance(value, MODULE_VALUES) and name.startswith("self.") and not value.name:
-                            value.name = name[5:]
-                        env[name] = value
+                        _init_assign(sem, target, small.value, env, depth)
                 elif isinstance(small, cst.AugAssign):
                     name = _target_name(small.target)
                     if name is not None:
                         env[name] = _arithmetic(_plain_operator(small.operator), env.get(name, UNKNOWN),
                                                 evaluate(sem, small.value, env, depth))
+                elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                    _init_call(sem, small.value, env, depth)
+                else:
+                    for name in _assigned_names(small):
+                        env[name] = UNKNOWN
         elif isinstance(statement, cst.If):
             condition = evaluate(sem, statement.test, env, depth)
-            if condition is True or (isinstance(condition, (int, str)) and not isinstance(condition, bool) and condition):
-                _init_block(sem, statement.body.body, env, depth)
-            elif condition is False or condition is None or condition == 0:
+            if isinstance(condition, (ListValue, tuple)) or isinstance(condition, MODULE_VALUES):
+                condition = bool(_items(condition)) if not isinstance(condition, MODULE_VALUES) else True
+            if condition is True or (isinstance(condition, (int, float, str)) and not isinstance(condition, bool)
+                                     and condition):
+                if not _init_block(sem, statement.body.body, env, depth):
+                    return False
+            elif condition is False or condition is None or condition == 0 or condition == "":
                 orelse = statement.orelse
                 if isinstance(orelse, cst.Else):
-                    _init_block(sem, orelse.body.body, env, depth)
+                    if not _init_block(sem, orelse.body.body, env, depth):
+                        return False
                 elif isinstance(orelse, cst.If):
-                    _init_block(sem, [orelse], env, depth)
+                    if not _init_block(sem, [orelse], env, depth):
+                        return False
             else:
                 for name in _assigned_names(statement):
                     env[name] = UNKNOWN
+        elif isinstance(statement, cst.For) and statement.orelse is None:
+            items = _items(evaluate(sem, statement.iter, env, depth))
+            if items is None or len(items) > _MAX_UNROLL:
+                for name in _assigned_names(statement):
+                    env[name] = UNKNOWN
+                continue
+            for item in items:
+                _init_bind(statement.target, item, env)
+                if not _init_block(sem, statement.body.body, env, depth):
+                    return False
         else:
             for name in _assigned_names(statement):
                 env[name] = UNKNOWN
+    return True
+
+
+def _init_assign(sem, target, value_node, env: Dict[str, Any], depth: int) -> None:
+    name = _target_name(target)
+    if name is not None:
+        value = layer_of(sem, value_node, env, name[5:] if name.startswith("self.") else "", depth) \
+            if isinstance(value_node, cst.Call) else evaluate(sem, value_node, env, depth)
+        if isinstance(value, MODULE_VALUES) and name.startswith("self.") and not value.name:
+            value.name = name[5:]
+            if isinstance(value, Sequence_):
+                for item in value.layers:
+                    if isinstance(item, MODULE_VALUES) and item.name.startswith("["):
+                        item.name = value.name + item.name
+        env[name] = value
+        return
+    if isinstance(target, (cst.Tuple, cst.List)):
+        _init_bind(target, evaluate(sem, value_node, env, depth), env)
+        return
+    for found in _assigned_names(target):
+        env[found] = UNKNOWN
+
+
+def _init_bind(target, value, env: Dict[str, Any]) -> None:
+    name = _target_name(target)
+    if name is not None:
+        env[name] = value
+        return
+    if isinstance(target, (cst.Tuple, cst.List)):
+        items = _items(value)
+        elements = target.elements
+        if items is None or len(items) != len(elements) or any(isinstance(e, cst.StarredElement) for e in elements):
+            items = [UNKNOWN] * len(elements)
+        for element, item in zip(elements, items):
+            _init_bind(element.value, item, env)
+
+
+def _init_call(sem, call: cst.Call, env: Dict[str, Any], depth: int) -> None:
+    """A call statement in constructor code: `layers.append(...)`, `self.add_module(...)`, a helper
+    method run for its effect on `self`; anything else changes nothing the shapes use."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return
+    receiver = _target_name(func.value)
+    method_name = func.attr.value
+    arguments = [a for a in call.args if a.keyword is None and not a.star]
+    if receiver is not None and method_name in ("append", "extend", "insert") and receiver in env:
+        target = env[receiver]
+        if not isinstance(target, ListValue) or any(a.star or a.keyword for a in call.args):
+            env[receiver] = UNKNOWN
+            return
+        if method_name == "append" and len(arguments) == 1:
+            target.items.append(_value(sem, arguments[0].value, env, depth))
+        elif method_name == "extend" and len(arguments) == 1:
+            items = _items(evaluate(sem, arguments[0].value, env, depth))
+            if items is None:
+                env[receiver] = UNKNOWN
+            else:
+                target.items.extend(items)
+        else:
+            env[receiver] = UNKNOWN
+        return
+    if receiver == "self" and method_name == "add_module" and len(arguments) == 2:
+        key = evaluate(sem, arguments[0].value, env, depth)
+        if isinstance(key, str):
+            env["self." + key] = _value(sem, arguments[1].value, env, depth)
+        return
+    if receiver == "self" and "__class__" in env:
+        layer_of(sem, call, env, "", depth)  # a helper method: its effect on `self`
 
 
 def _plain_operator(operator):
@@ -461,6 +755,8 @@ class Interpreter:
         self.run = Run()
         self._seen: set = set()
         self._layers_cache: Dict[int, Dict[str, Any]] = {}
+        self._prefixes: List[str] = []  # the attribute path of the submodule being run
+        self.batch: Any = None  # the input's Source while a fed model runs
 
     # -- modules
     def call_module(self, module: Any, inputs: Sequence[Any], node: cst.CSTNode, sem, depth: int,
@@ -477,8 +773,12 @@ class Interpreter:
                 value = self.call_module(layer, [value], node, sem, depth, certain)
             return value
         if isinstance(module, Submodule):
-            return self.call_class(module.klass, module.semantic, module.arguments, inputs, depth + 1, certain,
-                                   prefix=module.name)
+            self._prefixes.append(module.name)
+            try:
+                return self.call_class(module.klass, module.semantic, module.arguments, inputs, depth + 1, certain,
+                                       prefix=module.name)
+            finally:
+                self._prefixes.pop()
         return UNKNOWN
 
     def call_class(self, klass: cst.ClassDef, klass_sem, arguments: Dict[str, Any], inputs: Sequence[Any],
@@ -536,6 +836,9 @@ class Interpreter:
         if "[" in label:  # a Sequential's layer: its class says more than its index
             label = f"{label.split('[')[0]}[{label.split('[', 1)[1]} {layer.contract.name}".lstrip("[") \
                 if not label.startswith("[") else layer.contract.name
+        path = ".".join(p for p in self._prefixes if p)
+        if path:
+            label = f"{path}.{label}"
         if result != before or layer.contract.name not in C.IDENTITY_LAYERS:
             self.run.steps.append(Step(label, layer.node, layer.semantic, before, result, depth))
         output = Tensor(result)
@@ -801,6 +1104,10 @@ class Interpreter:
             return self._function(qualified, call, frame, certain)
         return UNKNOWN
 
+    def _batch(self, frame: "Frame") -> Any:
+        """Where the batch comes from (its sizes that certainly occur), for hard-coded batch sizes."""
+        return getattr(frame, "last_source", None) or self.batch
+
     def _arguments(self, call: cst.Call, frame: "Frame", certain: bool):
         positional = [self.expr(a.value, frame, certain) for a in call.args if a.keyword is None]
         keywords = {a.keyword.value: self.expr(a.value, frame, certain) for a in call.args if a.keyword is not None}
@@ -808,12 +1115,12 @@ class Interpreter:
 
     def _method(self, receiver: Tensor, name: str, call: cst.Call, frame: "Frame", certain: bool) -> Any:
         positional, keywords = self._arguments(call, frame, certain)
-        result = ops.tensor_method(name, receiver.shape, positional, keywords)
+        result = ops.tensor_method(name, receiver.shape, positional, keywords, self._batch(frame))
         return self._op_result(result, name, call, frame, certain, receiver.shape)
 
     def _function(self, qualified: str, call: cst.Call, frame: "Frame", certain: bool) -> Any:
         positional, keywords = self._arguments(call, frame, certain)
-        result = ops.function(qualified, positional, keywords)
+        result = ops.function(qualified, positional, keywords, self._batch(frame))
         short = qualified.rsplit(".", 1)[-1]
         before = positional[0].shape if positional and isinstance(positional[0], Tensor) else None
         return self._op_result(result, short, call, frame, certain, before)

@@ -190,7 +190,9 @@ def indexed(sem, shape: D.Shape, slices: Sequence[cst.SubscriptElement]) -> D.Sh
 
 # -- view and reshape --------------------------------------------------------------------------
 
-def view(shape: D.Shape, sizes: Sequence[Any], name: str):
+def view(shape: D.Shape, sizes: Sequence[Any], name: str, batch: Any = None):
+    """`batch`: the Source whose batch sizes certainly occur (a hard-coded batch size is checked
+    against each)."""
     if shape is None:
         return UNKNOWN
     if len(sizes) == 1 and isinstance(sizes[0], Tup):
@@ -206,6 +208,20 @@ def view(shape: D.Shape, sizes: Sequence[Any], name: str):
     batch_first = len(shape) >= 1 and shape[0] == BATCH
     per_sample = D.product(shape[1:]) if batch_first else None
     given = D.product(d for i, d in enumerate(dims) if i not in inferred)
+    if batch_first and D.is_known(per_sample) and dims and D.is_known(dims[0]) and dims[0] > 0 and \
+            batch is not None and batch.batch_sizes and all(D.is_known(d) for d in dims[1:]):
+        fixed = dims[0]
+        for size in batch.batch_sizes:
+            if size != fixed:
+                rest = D.product(d for i, d in enumerate(dims[1:], 1) if i not in inferred)
+                total = size * per_sample
+                outcome = (f"torch raises `shape '[{', '.join(D.text(d) for d in dims)}]' is invalid for input of "
+                           f"size {total}`" if (inferred and total % (fixed * rest)) or
+                           (not inferred and fixed * rest != total) else
+                           "the rows mix values of different samples")
+                return OpProblem("view", f"`{name}{written}` hard-codes a batch of {fixed}, but {batch.batch_text(size)} "
+                                         f"gives {size}×{D.shape_text(shape, batch=False)}: {outcome}; use "
+                                         f"`{name}(x.size(0), ...)` or `-1` for the batch")
     if batch_first and D.is_known(per_sample):
         if inferred == [0] and all(D.is_known(d) for d in dims[1:]):
             if given != per_sample:
@@ -243,14 +259,14 @@ def _folds_batch(name: str, written: str, shape, per_sample: int, given: int) ->
 
 # -- tensor methods ----------------------------------------------------------------------------
 
-def tensor_method(name: str, shape: D.Shape, positional: List[Any], keywords: Dict[str, Any]) -> Any:
+def tensor_method(name: str, shape: D.Shape, positional: List[Any], keywords: Dict[str, Any], batch: Any = None) -> Any:
     if name in _SAME_SHAPE_METHODS:
         return Tensor(shape)
     if shape is None:
         return UNKNOWN if name in ("size", "dim", "numel", "max", "min", "sort", "topk", "chunk", "split") else Tensor(None)
     rank = len(shape)
     if name in ("view", "reshape"):
-        return view(shape, positional, name)
+        return view(shape, positional, name, batch)
     if name in ("unsqueeze_", "squeeze_", "t_", "transpose_"):
         return tensor_method(name[:-1], shape, positional, keywords)
     if name == "size":
@@ -327,7 +343,7 @@ def reduce(shape: D.Shape, dim: Any, keepdim: Any):
 
 # -- functions ---------------------------------------------------------------------------------
 
-def function(qualified: str, positional: List[Any], keywords: Dict[str, Any]) -> Any:
+def function(qualified: str, positional: List[Any], keywords: Dict[str, Any], batch: Any = None) -> Any:
     parts = qualified.split(".")
     if parts[0] != "torch":
         return UNKNOWN
@@ -363,8 +379,10 @@ def function(qualified: str, positional: List[Any], keywords: Dict[str, Any]) ->
         arguments = contract.bind([_python(v) for v in positional[1:3]],
                                   {k: _python(v) for k, v in keywords.items() if k in ("size", "scale_factor")})
         return Tensor(contract.apply(arguments, shape)) if arguments is not None else Tensor(None)
+    if name in ("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like", "full_like") and len(parts) == 2:
+        return Tensor(shape) if isinstance(first, Tensor) else UNKNOWN
     if len(parts) == 2 and isinstance(first, Tensor):
-        return tensor_method(name, shape, positional[1:], keywords)
+        return tensor_method(name, shape, positional[1:], keywords, batch)
     return UNKNOWN
 
 
