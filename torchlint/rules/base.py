@@ -156,11 +156,10 @@ class Rule:
 
     @classmethod
     def url(cls) -> str:
-        """The rule's source on GitHub: its docs and matcher live in that one file."""
-        from torchlint.rule_codes import RULES_URL
+        """The rule's page on the documentation site (docs/rules/<CODE>.md, generated from the rule)."""
+        from torchlint.rule_codes import DOCS_URL
 
-        module = cls.__module__.rsplit(".", 1)[-1]
-        return f"{RULES_URL}/{module}.py"
+        return f"{DOCS_URL}/rules/{cls.code}/"
 
 
 _DEFAULT_SEVERITY_DOCS = {
