@@ -38,7 +38,7 @@ def index_page(rules) -> str:
         "Every rule torchlint has, generated from the rules themselves "
         "(`python scripts/generate_rule_docs.py`). `torchlint rule CODE` prints the same page in the "
         "terminal, and each finding's `url` points here. **Fix**: whether `--fix` can rewrite the code "
-        "(`always`, `sometimes`, `none`). **Severity**: the usual severity of a finding; each finding "
+        "(`always`, `sometimes`, `none`). **Severity**: what a finding of the rule can be; each finding "
         "gets its own (see a rule's page).",
         "",
         "Codes `TL900`–`TL905` are not rules: they report a file that could not be checked "
@@ -58,7 +58,7 @@ def index_page(rules) -> str:
         lines += ["| code | name | what | fix | severity |", "| --- | --- | --- | --- | --- |"]
         for rule in members:
             lines.append(f"| [{rule.code}]({rule.code}.md) | {rule.name} | {_cell(rule.summary)} | "
-                         f"{rule.fix_availability} | {rule.default_severity.value} |")
+                         f"{rule.fix_availability} | {rule.severity_range_text()} |")
     return "\n".join(lines) + "\n"
 
 

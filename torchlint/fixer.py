@@ -234,7 +234,8 @@ def fix_python(path: str, data: bytes, rules: Sequence[Rule], unsafe: bool) -> F
     try:
         source = decode_source(data)
     except SourceError as error:
-        return FileFix(path, data, data, diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error)))
+        return FileFix(path, data, data, diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error),
+                                                          error.row, error.column))
     outcome = fix_text(source.text, path, rules, unsafe)
     if outcome.invalid:
         return FileFix(path, data, data, _invalid(path, outcome.result))

@@ -155,6 +155,22 @@ class Rule:
         return _DEFAULT_SEVERITY_DOCS[cls.default_severity]
 
     @classmethod
+    def severity_range(cls) -> Tuple[Severity, Severity]:
+        """(the least, the most) severe a finding of the rule can be: its `default_severity` and
+        the severities its "## Severity" section names in bold (`An **error** when ...`)."""
+        import re
+
+        named = {Severity(word) for word in re.findall(r"\*\*(error|warning|note)s?\*\*", cls.severity_text())}
+        levels = sorted(named | {cls.default_severity}, key=lambda level: level.rank)
+        return levels[-1], levels[0]
+
+    @classmethod
+    def severity_range_text(cls) -> str:
+        """`note–error`, or one word when a rule's findings always have the same severity."""
+        least, most = cls.severity_range()
+        return most.value if least is most else f"{least.value}–{most.value}"
+
+    @classmethod
     def url(cls) -> str:
         """The rule's page on the documentation site (docs/rules/<CODE>.md, generated from the rule)."""
         from torchlint.rule_codes import DOCS_URL
