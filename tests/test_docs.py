@@ -118,3 +118,16 @@ def test_readme_is_short():
 def test_changelog_and_contributing_exist():
     assert (ROOT / "CHANGELOG.md").read_text(encoding="utf-8").startswith("# Changelog")
     assert "generate_rule_docs.py" in (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+
+
+def test_license_is_an_spdx_expression():
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        pytest.skip("tomllib needs Python 3.11")
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert data["project"]["license"] == "MIT"
+    assert "setuptools>=77" in data["build-system"]["requires"]  # the first to take an SPDX string
+    assert "mkdocs" in data["project"]["optional-dependencies"]["test"]
+    assert "mkdocs" in data["project"]["optional-dependencies"]["docs"]
+    assert "mkdocs==" in (ROOT / "constraints.txt").read_text()
