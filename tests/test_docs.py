@@ -131,3 +131,12 @@ def test_license_is_an_spdx_expression():
     assert "mkdocs" in data["project"]["optional-dependencies"]["test"]
     assert "mkdocs" in data["project"]["optional-dependencies"]["docs"]
     assert "mkdocs==" in (ROOT / "constraints.txt").read_text()
+
+
+def test_integrations_page_repeats_the_readme_snippets():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
+    for pattern in (r"```yaml\n# \.pre-commit-config\.yaml\n.*?```", r"```ini\n\[flake8\]\n.*?```",
+                    r"```yaml\n# \.github/workflows/torchlint\.yml\n.*?```"):
+        (snippet,) = re.findall(pattern, readme, re.S)
+        assert snippet in page, f"docs/integrations.md differs from the README: {snippet[:60]}"
