@@ -68,8 +68,8 @@ class Wheel:
         return f"{self.name}=={self.version}"
 
 
-# Tutorial, course and book code: the README's "Precision on real code" rows for tutorial and book
-# code (newest commits and 2017-18 snapshots). The README's table also names d2l-pytorch,
+# Tutorial, course and book code: the "Precision on real code" rows (docs/precision.md) for tutorial and book
+# code (newest commits and 2017-18 snapshots). That table also names d2l-pytorch,
 # Dive-into-DL-PyTorch, L1aoXingyu's book code and deeplearningzerotoall's PyTorch lessons, whose
 # commits were not recorded; they are not listed here until they are.
 REPOSITORIES: List[Repository] = [
@@ -108,7 +108,7 @@ REPOSITORIES: List[Repository] = [
                "92195268694e4f78e8dd78c5bb60e373d4b9f92e"),
 ]
 
-# Library code: the README's library rows and `bench/benchmark.py`'s library corpus. timm,
+# Library code: the library rows of docs/precision.md and `bench/benchmark.py`'s library corpus. timm,
 # torchvision and lightning are the wheels the measurements of 2026-12-03 used; transformers'
 # version was not recorded then: 5.25.0 is the newest on PyPI on 2026-12-04.
 WHEELS: List[Wheel] = [

@@ -11,7 +11,7 @@ line of that TOR code; every other code line of the fixture is a negative line (
 authors judged it clean, or wrote it as a near-miss or as a known false negative).
 
 For every TOR code the report gives its positive lines, how many torchlint flags with the TL code
-that covers it (the table below, the README's "Coming from TorchFix"), how many it reports once at
+that covers it (the table below, "Coming from TorchFix" in docs/comparisons.md), how many it reports once at
 the import that brought the name instead (a use of `default_collate` imported from the private
 module), and which it misses; then every finding of a covering TL code on a negative line (so the
 precision on TorchFix's negatives), and the findings of other TL codes for information. TorchFix's
@@ -38,7 +38,7 @@ from typing import Dict, List, Optional, Tuple
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-# TorchFix code -> the torchlint codes that cover it; () = deliberately not covered (the README
+# TorchFix code -> the torchlint codes that cover it; () = deliberately not covered (docs/comparisons.md
 # says why).
 COVERAGE: Dict[str, Tuple[str, ...]] = {
     "TOR001": ("TL209", "TL210"),  # removed functions

@@ -152,7 +152,7 @@ def test_grouped(project):
     text = result.stdout
     assert "src/bad.py:\n  4:30 TL004 [*] " in text
     assert "src/broken.py:\n  1:7 TL901 error: cannot parse" in text
-    assert "Found 1 finding: 1 " in text and "ok.py" not in text
+    assert "Found 2 findings: 1 error, 1 warning." in text and "ok.py" not in text  # TL901 counted
 
 
 def test_output_file(project):

@@ -8,7 +8,7 @@ markers are exactly the findings) with two differences:
   peer's test or example) and is linted as its own program, as the peer's test runs it: the other
   cases' lines are blanked, so line numbers stay those of the file. A negative case marks
   nothing; a positive case marks its findings or says in a `# silent: ...` comment why torchlint
-  deliberately stays silent on it (the README lists these as disagreements). A `# case: variant
+  deliberately stays silent on it (docs/comparisons.md lists these as disagreements). A `# case: variant
   NAME` is torchlint's own edit of a peer case (say, a peer program whose model lacks the layer
   that makes the smell harmful, with that layer added): it marks findings and is not counted as
   the peer's.
@@ -28,6 +28,7 @@ from torchlint.engine import lint_source
 
 PEERS = Path(__file__).resolve().parent.parent / "fixtures" / "peers"
 FILES = sorted(PEERS.glob("*.py"))
+PEERS_URL = "https://github.com/torchlint/torchlint/blob/main/fixtures/peers"
 
 _HEADER = re.compile(r"^#\s*torchlint:\s*(TL\d{3}(?:\s*,\s*TL\d{3})*)\s*$")
 _CASE = re.compile(r"^#\s*case:\s*(positive|negative|variant)\s+(\S.*)$")
@@ -100,11 +101,12 @@ def tally(path: Path) -> Tuple[int, int, int, int]:
     return flagged, len(positives), len(negatives), len(negatives)
 
 
-def test_readme_counts_match_fixtures() -> None:
-    """Each fixture's README row states its counts as `fixtures/peers/NAME.py`: P of N, S of M."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+def test_comparisons_page_counts_match_fixtures() -> None:
+    """Each fixture's row in docs/comparisons.md states its counts, linking `fixtures/peers/NAME.py`:
+    P of N, S of M."""
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "comparisons.md").read_text(encoding="utf-8")
     for path in FILES:
         flagged, positives, silent, negatives = tally(path)
         expected = (f"[{flagged}/{positives} positives flagged, {silent}/{negatives} negatives "
-                    f"silent](fixtures/peers/{path.name})")
-        assert expected in readme, f"README lacks or misstates {path.name}: {expected}"
+                    f"silent]({PEERS_URL}/{path.name})")
+        assert expected in readme, f"docs/comparisons.md lacks or misstates {path.name}: {expected}"

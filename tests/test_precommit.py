@@ -152,3 +152,34 @@ def test_hook_definition():
     assert hook["language"] == "python" and hook["types_or"] == ["python", "jupyter"]
     # torchlint runs its own worker pool: one process with all files, not one per CPU
     assert hook["require_serial"] is True and hook["minimum_pre_commit_version"]
+
+
+def readme_try_repo_command() -> list:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    match = re.search(r"^pre-commit try-repo path/to/torchlint (.*)$", readme, re.M)
+    assert match, "README.md has no `pre-commit try-repo` command"
+    return match.group(1).split()
+
+
+def test_readme_try_repo_command(tmp_path, hook_repo, pre_commit_home):
+    """The README's command, `path/to/torchlint` being a clone of this tree."""
+    repo, _ = hook_repo
+    bad = user_repo(tmp_path / "bad", {"train.py": BAD})
+    result = run_pre_commit(["try-repo", str(repo), *readme_try_repo_command()], bad, pre_commit_home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "train.py:4:30: TL004" in result.stdout + result.stderr
+
+
+def test_readme_rev_exists_and_its_hook_works(tmp_path, pre_commit_home):
+    """The snippet's `rev` is a commit of this repository that has the hook, and pre-commit
+    installs and runs the hook at that commit (from this clone instead of GitHub)."""
+    rev = re.search(r"rev: (\S+)", readme_snippet()).group(1)
+    assert re.fullmatch(r"[0-9a-f]{40}", rev), f"rev should be a full commit hash (no tags exist): {rev}"
+    if subprocess.run(["git", "cat-file", "-e", f"{rev}^{{commit}}"], cwd=ROOT, capture_output=True).returncode:
+        pytest.skip(f"this clone lacks commit {rev} (a shallow clone?)")
+    assert subprocess.run(["git", "cat-file", "-e", f"{rev}:.pre-commit-hooks.yaml"], cwd=ROOT,
+                          capture_output=True).returncode == 0, f"{rev} has no .pre-commit-hooks.yaml"
+    bad = user_repo(tmp_path / "bad", {"train.py": BAD})
+    result = run_pre_commit(["try-repo", str(ROOT), "torchlint", "--ref", rev, "--all-files"], bad, pre_commit_home)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "train.py:4:30: TL004" in result.stdout + result.stderr

@@ -74,7 +74,7 @@ def test_empty_and_comment_only_files(tmp_path, content):
     (b"# -*- coding: ascii -*-\nx = '\xc3\xa9'\n", "not valid ascii"),
     (b"x = '\xff\xfe'\n", "not valid utf-8"),
     (b"# coding: no-such-codec\nx = 1\n", "unknown encoding"),
-    (b"x = 1\n\x00y = 2\n", "NUL byte (line 2)"),
+    (b"x = 1\n\x00y = 2\n", "NUL byte (line 2, column 1)"),
     (b"\xef\xbb\xbf# coding: latin-1\nx = 1\n", "BOM"),
 ])
 def test_decode_errors(tmp_path, data, reason):
@@ -83,6 +83,24 @@ def test_decode_errors(tmp_path, data, reason):
     _, items = lint_json(tmp_path, path)
     assert codes(items) == ["TL902"]
     assert reason in items[0]["message"]
+
+
+@pytest.mark.parametrize("data, row, column, reason", [
+    # latin-1 bytes without a cookie: at the offending byte, not at 1:1
+    (b"x = 1\ny = 'caf\xe9'\n", 2, 9, "byte 0xe9 at line 2, column 9"),
+    # a multi-byte character before it on the line counts as one column
+    (b"s = '\xc3\xa9\xff'\n", 1, 7, "byte 0xff at line 1, column 7"),
+    # a binary file: the NUL byte is the reason, though bytes before it do not decode either
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 3, 1, "NUL byte (line 3, column 1): a binary file"),
+    (b"# coding: ascii\nx = '\xff'\0\n", 2, 8, "NUL byte"),
+])
+def test_decode_error_position_and_reason(tmp_path, data, row, column, reason):
+    path = tmp_path / "bytes.py"
+    path.write_bytes(data)
+    _, items = lint_json(tmp_path, path)
+    assert codes(items) == ["TL902"]
+    assert reason in items[0]["message"]
+    assert (items[0]["location"]["row"], items[0]["location"]["column"]) == (row, column)
 
 
 def test_latin1_cookie_is_honoured(tmp_path):

@@ -81,11 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--list-rules", action="store_true", help="list every rule and exit")
     parser.add_argument("--force-exclude", action="store_true",
                         help="apply `exclude` also to paths passed explicitly (for pre-commit)")
+    parser.add_argument("--no-default-excludes", dest="default_excludes", action="store_false",
+                        help="lint what the default excludes leave out (.venv, site-packages, build, ...); "
+                             "`exclude`/`extend-exclude` from the config still apply")
     parser.add_argument("--no-respect-gitignore", dest="respect_gitignore", action="store_false", default=None,
                         help="also lint files that .gitignore ignores (config: respect-gitignore = false)")
     parser.add_argument("--respect-gitignore", dest="respect_gitignore", action="store_true", default=None,
                         help="leave out what .gitignore ignores even where the config says false (the default)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary")
+    parser.add_argument("-q", "--quiet", action="count", default=0,
+                        help="print findings only, no summary and no warnings; -qq prints nothing")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="colour the text report: auto (on a terminal, unless NO_COLOR is set; "
+                             "FORCE_COLOR forces it), always or never")
     parser.add_argument("--min-severity", choices=("error", "warning", "note"), default=None,
                         help="show only findings at least this severe (default: note, all); the exit code "
                              "counts only what is shown")
@@ -188,6 +195,11 @@ def _main(argv: List[str]) -> int:
     ignore = list(config.ignore) + list(args.ignore)
     if args.unsafe_fixes is False and config.unsafe_fixes:
         args.unsafe_fixes = True
+    if not args.default_excludes:
+        from torchlint.config import DEFAULT_EXCLUDE
+
+        config.exclude = [pattern for pattern in config.exclude if pattern not in DEFAULT_EXCLUDE]
+        config.skip_virtualenvs = False
     run = LintRun(args, config, select, ignore)
     if "-" in paths:
         if len(paths) > 1:
@@ -206,11 +218,31 @@ def _main(argv: List[str]) -> int:
             sys.stderr.write(f"torchlint: {item.path}: {item.reason}\n")
         if missing and not run.files:
             return EXIT_ERROR
-        if not run.files and not args.quiet:  # as ruff, -q prints findings only
-            _warn_nothing_linted(skipped)
+        if not args.quiet:  # as ruff, -q prints findings only
+            _warn_excluded_by_default(skipped)
+            if not run.files:
+                _warn_nothing_linted(skipped)
     if args.output_file:
         return _with_output_file(run)
     return execute(run)
+
+
+def _warn_excluded_by_default(skipped: list) -> None:
+    """A directory passed by name that an exclude pattern leaves out says which pattern and how to
+    lint it (`torchlint .venv/lib/python3.11/site-packages/foo` lints nothing otherwise)."""
+    for item in skipped:
+        if not item.reason.startswith("excluded by "):
+            continue
+        pattern = item.reason[len("excluded by "):]
+        from torchlint.config import DEFAULT_EXCLUDE
+
+        if pattern in DEFAULT_EXCLUDE or pattern == "a virtualenv":
+            how = "--no-default-excludes lints it"
+            what = f"the default exclude {pattern!r}" if pattern in DEFAULT_EXCLUDE else "the default exclude of virtualenvs"
+        else:
+            how = "remove the pattern from `exclude`/`extend-exclude` to lint it"
+            what = f"the exclude pattern {pattern!r}"
+        sys.stderr.write(f"warning: {item.path} is skipped: it matches {what}; {how}\n")
 
 
 def _warn_nothing_linted(skipped: list) -> None:
@@ -218,6 +250,8 @@ def _warn_nothing_linted(skipped: list) -> None:
     only explicit files left out by `--force-exclude` were given (pre-commit on excluded files)."""
     if skipped and all(item.reason == "excluded" for item in skipped):
         return
+    if any(item.reason.startswith("excluded by ") for item in skipped):
+        return  # _warn_excluded_by_default said why
     ignored = sum(1 for item in skipped if item.reason == "ignored by git")
     why = (f" ({ignored} file{'s' if ignored != 1 else ''} ignored by git; --no-respect-gitignore lints "
            f"{'them' if ignored != 1 else 'it'})") if ignored else ""
@@ -269,11 +303,23 @@ def lint_run(run: LintRun):
 
 
 def list_rules() -> int:
+    """Every rule: a header, then code, `[*]` (a fix is available), the severities its findings can
+    have, name and summary; a legend at the end."""
     from torchlint.startup import import_rules
 
-    for rule in import_rules().all_rules():
+    rules = import_rules().all_rules()
+    name_width = max([len(rule.name) for rule in rules] + [4])
+    severity_width = max([len(rule.severity_range_text()) for rule in rules] + [8])
+    out = [f"{'code':<6} {'fix':<3} {'severity':<{severity_width}} {'name':<{name_width}} summary"]
+    for rule in rules:
         fix = "[*]" if rule.fix_availability != "none" else "   "
-        sys.stdout.write(f"{rule.code}  {fix} {rule.name:<32} {rule.summary}\n")
+        out.append(f"{rule.code:<6} {fix} {rule.severity_range_text():<{severity_width}} "
+                   f"{rule.name:<{name_width}} {rule.summary}")
+    out += ["", f"{len(rules)} rules. [*]: --fix can fix some or all of the rule's findings "
+            "(`torchlint rule CODE` says which and how safely).",
+            "severity: what a finding of the rule can be (error, warning, note), decided per finding; "
+            "TL900-TL905 report files that could not be checked (errors)."]
+    sys.stdout.write("\n".join(out) + "\n")
     return EXIT_CLEAN
 
 

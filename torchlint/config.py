@@ -44,6 +44,7 @@ class Config:
     cache_dir: Optional[str] = None
     min_severity: Optional[str] = None  # "error", "warning" or "note"; None shows every finding
     respect_gitignore: bool = True  # leave out what git ignores when walking directories
+    skip_virtualenvs: bool = True  # leave out directories with a pyvenv.cfg (--no-default-excludes: lint them)
     root: Path = field(default_factory=Path.cwd)  # the directory holding the config (or cwd)
     source: Optional[Path] = None  # the pyproject.toml it came from
 
@@ -87,6 +88,16 @@ class Config:
         if any_part is not None and any(map(any_part, parts)):
             return True
         return any_prefix is not None and any(any_prefix("/".join(parts[: i + 1])) for i in range(len(parts)))
+
+
+    def excluding_pattern(self, path: str) -> Optional[str]:
+        """The first exclude pattern that leaves `path` out (None when none does)."""
+        if not self.is_excluded(path):
+            return None
+        for pattern in self.exclude + self.extend_exclude:
+            if Config(exclude=[pattern], extend_exclude=[], root=self.root).is_excluded(path):
+                return pattern
+        return None
 
 
 def find_pyproject(start: Path) -> Optional[Path]:

@@ -28,7 +28,7 @@ def _walk(root: str, config: Config) -> List[str]:
         kept = []
         for name in sorted(subdirs):
             full = os.path.join(directory, name)
-            if config.is_excluded(full) or _is_virtualenv(full):
+            if config.is_excluded(full) or (config.skip_virtualenvs and _is_virtualenv(full)):
                 continue
             kept.append(name)
         subdirs[:] = kept
@@ -74,6 +74,9 @@ def collect_files(paths: Sequence[str], config: Config, force_exclude: bool = Fa
     walked: List[str] = []
     for path in paths:
         if os.path.isdir(path):
+            pattern = config.excluding_pattern(path)
+            if pattern is not None:  # its files all match too: the caller warns, naming the pattern
+                skipped.append(Missing(path, f"excluded by {pattern}"))
             walked.extend(_walk(path, config))
         elif os.path.lexists(path) and not os.path.exists(path):
             missing.append(Missing(path, "dangling symbolic link"))

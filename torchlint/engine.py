@@ -75,7 +75,7 @@ def lint_bytes(data: bytes, path: str, rules: Sequence[Rule], respect_noqa: bool
     try:
         source = decode_source(data)
     except SourceError as error:
-        return diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error))
+        return diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error), error.row, error.column)
     return lint_text(source.text, path, rules, respect_noqa=respect_noqa)
 
 

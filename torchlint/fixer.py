@@ -234,7 +234,8 @@ def fix_python(path: str, data: bytes, rules: Sequence[Rule], unsafe: bool) -> F
     try:
         source = decode_source(data)
     except SourceError as error:
-        return FileFix(path, data, data, diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error)))
+        return FileFix(path, data, data, diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error),
+                                                          error.row, error.column))
     outcome = fix_text(source.text, path, rules, unsafe)
     if outcome.invalid:
         return FileFix(path, data, data, _invalid(path, outcome.result))
@@ -497,9 +498,12 @@ def run_fix_mode(run) -> int:
     fixed_total = sum(sum(fix.fixed.values()) for fix in fixes if fix.changed or not write)
     if args.diff:
         diff = unified_diff(fixes)
-        run.out.write(diff)
+        if getattr(args, "quiet", 0) < 2:
+            run.out.write(diff)
         would = sum(sum(fix.fixed.values()) for fix in fixes if fix.changed)
         remaining = sum(1 for r in results for f in r.findings if not f.is_diagnostic)
+        if getattr(args, "quiet", 0):  # -q: the diff only (-qq: not even that, below)
+            return _exit(run, results, changed)
         for fix in fixes:
             for finding in fix.result.findings:
                 if finding.is_diagnostic:

@@ -301,7 +301,7 @@ def _context():
     return multiprocessing.get_context("spawn")
 
 
-def _run_pool(linter: Linter, files: Sequence[str], jobs: int) -> List[FileResult]:
+def _run_pool(linter: Linter, files: Sequence[str], jobs: int, progress=None) -> List[FileResult]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
@@ -316,8 +316,11 @@ def _run_pool(linter: Linter, files: Sequence[str], jobs: int) -> List[FileResul
             futures = [pool.submit(_lint_batch, batch) for batch in batches]
             for future in as_completed(futures):
                 try:
-                    for index, result in future.result():
+                    batch = future.result()
+                    for index, result in batch:
                         results[index] = result
+                    if progress is not None:
+                        progress.advance(len(batch))
                 except BrokenProcessPool:
                     break
     except (OSError, BrokenProcessPool):
@@ -354,13 +357,19 @@ def _lint_paths(run) -> List[FileResult]:
         cache_dir = str(cache_directory(run.config, getattr(args, "cache_dir", None)))
         manifest = Cache(cache_dir).load_manifest()
     linter = Linter(run.config, run.select, run.ignore, cache_dir, manifest)
+    from torchlint.terminal import progress_for
+
+    progress = progress_for(args, len(run.files))
     try:
-        return _lint_files(linter, list(run.files), getattr(args, "jobs", None))
+        return _lint_files(linter, list(run.files), getattr(args, "jobs", None), progress)
     finally:
+        if progress is not None:
+            progress.clear()  # before any finding is printed
         linter.flush()
 
 
-def _lint_files(linter: Linter, files: List[str], jobs: Optional[int]) -> List[FileResult]:
+def _lint_files(linter: Linter, files: List[str], jobs: Optional[int], progress=None) -> List[FileResult]:
+    """`progress` (a torchlint.terminal.Progress or None) is told of every file done."""
     jobs = default_jobs() if not jobs or jobs < 1 else jobs
     results: List[Optional[FileResult]] = [None] * len(files)
     if linter.cache is not None and jobs > 1 and len(files) >= MIN_PARALLEL_FILES:
@@ -368,13 +377,17 @@ def _lint_files(linter: Linter, files: List[str], jobs: Optional[int]) -> List[F
         for index, path in enumerate(files):
             results[index] = linter.cached(path)
     todo = [index for index, result in enumerate(results) if result is None]
+    if progress is not None and len(todo) < len(files):
+        progress.advance(len(files) - len(todo))
     jobs = min(jobs, len(todo))
     if jobs <= 1 or len(todo) < MIN_PARALLEL_FILES:
         for index in todo:
             results[index] = linter.lint(files[index])
+            if progress is not None:
+                progress.advance()
     else:
         linter._all()  # resolve the manifest once, before the workers copy the linter
-        done = _run_pool(linter, [files[index] for index in todo], jobs)
+        done = _run_pool(linter, [files[index] for index in todo], jobs, progress)
         for index, result in zip(todo, done):
             results[index] = result
     return results  # type: ignore[return-value]

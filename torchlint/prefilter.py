@@ -93,7 +93,7 @@ def without_parse(path: str, data: bytes, trigger_sets, cross_file_sets=None):
     try:
         source = decode_source(data)
     except SourceError as error:
-        return diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error))
+        return diagnostics.failure(path, diagnostics.DECODE_ERROR, str(error), error.row, error.column)
     if _prefilter_enabled() and not could_match_triggers(source.text, trigger_sets) and syntax_ok(source.text):
         # A trigger may stand in a project file this one imports (`Dropout` in model.py).
         from torchlint.analysis.project_files import imported_text

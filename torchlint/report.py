@@ -35,10 +35,20 @@ def report(run, results, fixed: int = 0, fix_listing=()) -> None:
     from torchlint.output import writer
 
     name = run.args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
+    quiet = int(getattr(run.args, "quiet", 0) or 0)
+    to_file = bool(getattr(run.args, "output_file", None))
+    if quiet >= 2 and not to_file:  # -qq: nothing at all; the exit status says it
+        return
+    from torchlint.terminal import terminal_width, use_color
+
     options = {
         "statistics": run.args.statistics,
         "unsafe_fixes": run.args.unsafe_fixes,
-        "quiet": run.args.quiet,
+        "quiet": quiet,
+        "color": use_color(getattr(run.args, "color", None), run.out, name, to_file),
+        # wrap long messages (full and grouped only) on a terminal; never in a pipe or a file
+        "width": None if to_file else terminal_width(run.out),
+        "files": len(results),
         "config": run.config,
         "fixed": fixed,
         "fix_listing": list(fix_listing),

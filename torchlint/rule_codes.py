@@ -11,7 +11,9 @@ from functools import lru_cache
 from typing import Dict, List, Optional
 
 _RULE_FILE = re.compile(r"^(tl\d{3})_\w+\.py$")
-RULES_URL = "https://github.com/torchlint/torchlint/blob/main/torchlint/rules"
+# The documentation site (mkdocs.yml's site_url): each rule has a page at rules/<CODE>/, generated from
+# the rule by scripts/generate_rule_docs.py.
+DOCS_URL = "https://torchlint.github.io/torchlint"
 
 
 @lru_cache(maxsize=1)
@@ -35,7 +37,7 @@ def known_rule_codes() -> List[str]:
 
 
 def rule_url(code: str) -> Optional[str]:
-    """The rule's source on GitHub (its docs and matcher live in that one file), None for a code
-    that is no rule (the TL9xx diagnostics)."""
-    module = rule_modules().get(code.upper())
-    return None if module is None else f"{RULES_URL}/{module}.py"
+    """The rule's page on the documentation site (what `torchlint rule CODE` prints), None for a
+    code that is no rule (the TL9xx diagnostics)."""
+    code = code.upper()
+    return f"{DOCS_URL}/rules/{code}/" if code in rule_modules() else None

@@ -16,7 +16,21 @@ _BLANK_OR_COMMENT_RE = re.compile(rb"^[ \t\f]*(?:[#\r\n]|$)")
 
 
 class SourceError(Exception):
-    """The bytes cannot be turned into Python source text. The message is user-facing."""
+    """The bytes cannot be turned into Python source text. The message is user-facing; `row` and
+    `column` (1-based, the column in characters) locate the offending byte where there is one."""
+
+    def __init__(self, message: str, row: int = 1, column: int = 1) -> None:
+        super().__init__(message)
+        self.row = row
+        self.column = column
+
+
+def _position(data: bytes, offset: int) -> tuple:
+    """(row, column) of byte `offset`, both 1-based; the column counts the characters before it on
+    its line (bytes that do not decode count one each)."""
+    start = data.rfind(b"\n", 0, offset) + 1
+    prefix = data[start:offset].decode("utf-8", "replace")
+    return data.count(b"\n", 0, offset) + 1, len(prefix) + 1
 
 
 @dataclass
@@ -55,6 +69,10 @@ def decode_source(data: bytes) -> SourceFile:
     bom = data.startswith(codecs.BOM_UTF8)
     if bom:
         data = data[len(codecs.BOM_UTF8):]
+    if b"\x00" in data:  # a binary file: say so before any encoding question (Python refuses NUL too)
+        row, column = _position(data, data.index(b"\x00"))
+        raise SourceError(f"source contains a NUL byte (line {row}, column {column}): a binary file, not "
+                          "Python source", row, column)
     declared = _declared_encoding(data)
     encoding = "utf-8"
     if declared is not None:
@@ -67,11 +85,13 @@ def decode_source(data: bytes) -> SourceFile:
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
+        row, column = _position(data, exc.start)
         raise SourceError(
-            f"not valid {encoding} (byte {exc.start}: {exc.reason}); "
-            "declare the encoding with a coding cookie or re-save the file as UTF-8"
+            f"not valid {encoding}: byte 0x{data[exc.start]:02x} at line {row}, column {column} "
+            f"({exc.reason}); declare the encoding with a coding cookie or re-save the file as UTF-8",
+            row, column,
         ) from None
-    if "\x00" in text:
-        line = text.count("\n", 0, text.index("\x00")) + 1
-        raise SourceError(f"source contains a NUL byte (line {line})")
+    if "\x00" in text:  # a NUL spelled by a multi-byte encoding
+        row = text.count("\n", 0, text.index("\x00")) + 1
+        raise SourceError(f"source contains a NUL byte (line {row})", row)
     return SourceFile(text=text, encoding=encoding, bom=bom, newline=detect_newline(text))

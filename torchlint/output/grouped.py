@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import List, TextIO
 
 from torchlint.finding import FileResult, Finding
-from torchlint.output.text import all_findings, applies, by_severity, summary, write_statistics
+from torchlint.output.text import all_findings, by_severity, summary, wrapped, write_statistics
+from torchlint.terminal import BOLD, paint
 
 
 def _where(finding: Finding) -> str:
@@ -16,19 +17,25 @@ def _where(finding: Finding) -> str:
     return f"{cell}{finding.start.row}:{finding.start.column}"
 
 
+def _line(finding: Finding, options: dict, width: int) -> str:
+    """`  4:5  TL004 [*] warning: message`, wrapped like `full` on a terminal."""
+    where = f"{_where(finding):<{width}}"
+    return wrapped(finding, options, where=where, indent="  ", sep="")
+
+
 def write_grouped(results: List[FileResult], stream: TextIO, options: dict) -> None:
-    shown = [result for result in results if result.findings]
-    shown.sort(key=lambda result: min(finding.severity.rank for finding in result.findings))
-    for result in shown:
-        stream.write(f"{result.path}:\n")
-        width = max(len(_where(f)) for f in result.findings)
-        for finding in by_severity(result.findings):
-            marker = " [*]" if applies(finding, options) else ""
-            stream.write(f"  {_where(finding):<{width}} {finding.code}{marker} {finding.severity.value}: "
-                         f"{finding.message}\n")
-        stream.write("\n")
     findings = all_findings(results)
     if options.get("statistics"):
         write_statistics(findings, stream, options)
+        return
+    color = bool(options.get("color"))
+    shown = [result for result in results if result.findings]
+    shown.sort(key=lambda result: min(finding.severity.rank for finding in result.findings))
+    for result in shown:
+        stream.write(f"{paint(result.path, BOLD, enabled=color)}:\n")
+        width = max(len(_where(f)) for f in result.findings)
+        for finding in by_severity(result.findings):
+            stream.write(_line(finding, options, width) + "\n")
+        stream.write("\n")
     for text in summary(findings, options):
         stream.write(text + "\n")

@@ -155,12 +155,27 @@ class Rule:
         return _DEFAULT_SEVERITY_DOCS[cls.default_severity]
 
     @classmethod
-    def url(cls) -> str:
-        """The rule's source on GitHub: its docs and matcher live in that one file."""
-        from torchlint.rule_codes import RULES_URL
+    def severity_range(cls) -> Tuple[Severity, Severity]:
+        """(the least, the most) severe a finding of the rule can be: its `default_severity` and
+        the severities its "## Severity" section names in bold (`An **error** when ...`)."""
+        import re
 
-        module = cls.__module__.rsplit(".", 1)[-1]
-        return f"{RULES_URL}/{module}.py"
+        named = {Severity(word) for word in re.findall(r"\*\*(error|warning|note)s?\*\*", cls.severity_text())}
+        levels = sorted(named | {cls.default_severity}, key=lambda level: level.rank)
+        return levels[-1], levels[0]
+
+    @classmethod
+    def severity_range_text(cls) -> str:
+        """`note–error`, or one word when a rule's findings always have the same severity."""
+        least, most = cls.severity_range()
+        return most.value if least is most else f"{least.value}–{most.value}"
+
+    @classmethod
+    def url(cls) -> str:
+        """The rule's page on the documentation site (docs/rules/<CODE>.md, generated from the rule)."""
+        from torchlint.rule_codes import DOCS_URL
+
+        return f"{DOCS_URL}/rules/{cls.code}/"
 
 
 _DEFAULT_SEVERITY_DOCS = {

@@ -29,7 +29,7 @@ applied). A **note** when it is a local that is never read again, and a **warnin
 ## What it does
 Flags an expression statement that applies an out-of-place torch operation to a tensor and
 keeps nothing: `x.to(device)`, `x.cuda()`, `x.float()`, `x.t()`, `x.view(-1, 784)`,
-`torch.relu(x)`, `F.dropout(h, 0.5, self.training)`. A method counts only when the value model
+`torch.relu(x)`, `F.dropout(h, 0.5, self.training)`. A method counts only when the analysis
 knows the receiver is a tensor (a loader's batch, a factory's result, a model's output, a
 parameter); `model.to(device)`, `model.cuda()` and `model.float()` change an `nn.Module` in place
 and stay silent, as do in-place methods (`x.add_(1)`, `x.clamp_(0, 1)`), calls with `out=` or

@@ -34,7 +34,7 @@ eval mode, where the missing call changes nothing yet.
     docs = """
 ## What it does
 Flags an expression statement that is only an attribute naming a method that acts when called,
-on a receiver the value model knows: `model.eval`, `model.train`, `model.cuda` on an
+on a receiver the analysis knows: `model.eval`, `model.train`, `model.cuda` on an
 `nn.Module`; `optimizer.zero_grad`, `optimizer.step` on an optimizer; `scheduler.step` on a
 learning-rate scheduler; `scaler.step`/`scaler.update` on a `GradScaler`; `loss.backward`,
 `x.retain_grad`, `x.requires_grad_` on a tensor. Receivers of unknown type stay silent.

@@ -28,7 +28,7 @@ numpy() on Tensor that requires grad`.
     confirmation_module = "tl116"
     docs = """
 ## What it does
-Flags `x.numpy()` when the value model knows `x` requires grad: a model's output or a loss
+Flags `x.numpy()` when the analysis knows `x` requires grad: a model's output or a loss
 computed with autograd on, a parameter (`model.fc.weight`), a tensor made with
 `requires_grad=True`, or any of these moved with `.cpu()`/`.to()`. Silent under `torch.no_grad()`
 / `inference_mode()` (also in a function every caller calls that way), after `.detach()`,

@@ -52,8 +52,8 @@ A function that still exists but raises when called (`torch.solve`) is flagged w
 called; one that is gone (`torch.rfft`) and a removed module wherever they are named. The
 DataLoader iterator's `.next()` is flagged only where the receiver is certainly `iter(loader)`,
 `loader.__iter__()` or `enumerate(loader)` of a `torch.utils.data.DataLoader` (directly or
-through a variable), by the value model; the removed Tensor methods (`A.symeig()`, `B.solve(A)`,
-`A.eig()`, `B.lstsq(A)`, `A.matrix_rank()`) only where the value model knows the receiver is a
+through a variable), by the analysis; the removed Tensor methods (`A.symeig()`, `B.solve(A)`,
+`A.eig()`, `B.lstsq(A)`, `A.matrix_rank()`) only where the analysis knows the receiver is a
 tensor.
 
 Not flagged: the replacements (`torch.linalg.solve`), functions of the same name that are not
