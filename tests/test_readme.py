@@ -32,6 +32,7 @@ COVERED = {
     INSTALL_AND_DEMO: "test_install_and_lint_the_demo (slow)",
     TEST_COMMAND: "test_ci_runs_the_readme_test_command (.ci/run runs it)",
     "torchlint train.py": "test_example_output_is_what_the_readme_shows",
+    "torchlint --select TL301 fixtures/TL301/cifar_kernel_edit.py": "test_shape_example_output_is_what_the_readme_shows",
     **{command: "test_quick_start_commands" for command in QUICK_START},
     "pre-commit try-repo path/to/torchlint torchlint --all-files --verbose":
         "tests/test_precommit.py::test_readme_try_repo_command (slow)",
@@ -92,6 +93,14 @@ def test_example_output_is_what_the_readme_shows(tmp_path):
     (console,) = [b for b in blocks("console") if b.startswith("$ torchlint train.py\n")]
     expected = console.split("\n", 1)[1]
     result = shell("torchlint --no-cache train.py", example(tmp_path))
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == expected
+
+
+def test_shape_example_output_is_what_the_readme_shows():
+    (console,) = [b for b in blocks("console") if b.startswith("$ torchlint --select TL301 ")]
+    command, expected = console.split("\n", 1)
+    result = shell(command[2:] + " --no-cache", ROOT)
     assert result.returncode == 1, result.stderr
     assert result.stdout == expected
 
