@@ -59,12 +59,22 @@ class Source:
     3×32×32 (line 8)"), the batch size the code fixes, and transform misfits found on the way."""
 
     sample: Tuple[D.Dim, ...]
-    description: str
+    label: str  # what it is ("CIFAR10 3×32×32"); `description` adds where
     batch_size: Optional[int] = None
     batched: bool = True
     normalize_misfits: List[Tuple[cst.Call, int, int]] = field(default_factory=list)
     length: Optional[int] = None  # samples in the dataset, where the code fixes it
     drop_last: bool = False
+    where: Any = None  # (semantic, node) of what made it: its line is found only when a message needs it
+
+    @property
+    def description(self) -> str:
+        """`CIFAR10 3×32×32 (line 8)`: computed once, when a message or a table needs it."""
+        cached = self.__dict__.get("_description")
+        if cached is None:
+            cached = self.label + (_line(*self.where) if self.where is not None else "")
+            self.__dict__["_description"] = cached
+        return cached
 
     @property
     def batch_sizes(self) -> Tuple[int, ...]:
@@ -80,7 +90,7 @@ class Source:
         """Why a batch of `size` occurs: "the last batch of MNIST's 60000 samples (60000 = 468×128 + 96)"."""
         if size == self.batch_size:
             return f"batch_size={size}"
-        name = self.description.split(" ")[0]
+        name = self.label.split(" ")[0]
         return (f"the last batch of {name}'s {self.length} samples ({self.length} = "
                 f"{self.length // self.batch_size}×{self.batch_size} + {size})")
     @property
@@ -202,8 +212,8 @@ def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source
         first = tensor_source(sem, call.args[0].value)
         if first is None or not first.sample:
             return None
-        return Source(tuple(first.sample[1:]), f"TensorDataset of {D.shape_text(first.sample)}{_line(sem, call)}",
-                      length=first.sample[0] if D.is_known(first.sample[0]) else None)
+        return Source(tuple(first.sample[1:]), f"TensorDataset of {D.shape_text(first.sample)}",
+                      length=first.sample[0] if D.is_known(first.sample[0]) else None, where=(sem, call))
     if not qualified.startswith("torchvision.datasets.") or short not in DATASETS:
         return None
     shape = list(DATASETS[short])
@@ -219,7 +229,7 @@ def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source
             return None
     if any(d is None for d in shape):
         return None
-    source = Source(tuple(shape), f"{short} {'×'.join(str(d) for d in shape)}{_line(sem, call)}")
+    source = Source(tuple(shape), f"{short} {'×'.join(str(d) for d in shape)}", where=(sem, call))
     source.normalize_misfits = misfits
     source.length = _dataset_length(sem, call, short)
     return source
@@ -336,10 +346,10 @@ def tensor_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
             return None
     if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
         return None
-    description = f"`{_short_text(sem, call)}`{_line(sem, call)}"
+    label = f"`{_short_text(sem, call)}`"
     if len(dims) in (4, 5):  # images and volumes: the batch comes first, and any batch size must work
-        return Source(tuple(dims[1:]), description, batch_size=dims[0])
-    return Source(tuple(dims), description, batched=False)
+        return Source(tuple(dims[1:]), label, batch_size=dims[0], where=(sem, call))
+    return Source(tuple(dims), label, batched=False, where=(sem, call))
 
 
 def _short_text(sem, node) -> str:
@@ -374,11 +384,11 @@ def element_shape(sem, expr: cst.BaseExpression) -> Optional[Tuple[D.Shape, str]
         source = tensor_source(sem, tensors[position])
         if source is None or not source.sample:
             return None
-        return (BATCH,) + tuple(source.sample[1:]), f"TensorDataset of {source.description}"
+        return (BATCH,) + tuple(source.sample[1:]), Source((), f"TensorDataset of {source.label}", where=source.where)
     if qualified.startswith("torchvision.datasets.") and short in DATASETS and short != "ImageFolder" and position == 1:
-        return (BATCH,), f"{short} class labels{_line(sem, call)}"
+        return (BATCH,), Source((), f"{short} class labels", where=(sem, call))
     if short == "ImageFolder" and position == 1:
-        return (BATCH,), f"ImageFolder class labels{_line(sem, call)}"
+        return (BATCH,), Source((), "ImageFolder class labels", where=(sem, call))
     return None
 
 
@@ -415,9 +425,9 @@ def element_source(sem, name: cst.Name) -> Optional[Tuple[D.Shape, Source]]:
     found = element_shape(sem, name)
     if found is None:
         return None
-    shape, description = found
+    shape, labels = found
     images = loader_source(sem, site)
-    source = Source(tuple(shape[1:]), description)
+    source = Source(tuple(shape[1:]), labels.label, where=labels.where)
     if images is not None:
         source.batch_size, source.length, source.drop_last = images.batch_size, images.length, images.drop_last
     return shape, source
@@ -456,9 +466,9 @@ def target_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
     if loader.kind != "loader" or not isinstance(site, cst.Call) or site not in sem.index.order:
         return None
     source = loader_source(sem, site)
-    if source is None or source.description.startswith("TensorDataset"):
+    if source is None or source.label.startswith("TensorDataset"):
         return None
-    return Source((), f"the {source.description.split(' ')[0]} labels", source.batch_size)
+    return Source((), f"the {source.label.split(' ')[0]} labels", source.batch_size)
 
 
 def summary_source(sem, call: cst.Call) -> Optional[Tuple[cst.BaseExpression, Source]]:
@@ -478,7 +488,7 @@ def summary_source(sem, call: cst.Call) -> Optional[Tuple[cst.BaseExpression, So
     size = evaluate(sem, size_node, {}, 0)
     if not isinstance(size, tuple) or not size or not all(isinstance(d, int) and not isinstance(d, bool) for d in size):
         return None
-    description = f"`{_short_text(sem, call)}`{_line(sem, call)}"
+    label = f"`{_short_text(sem, call)}`"
     if qualified.startswith("torchsummary"):
-        return positional[0], Source(tuple(size), description)
-    return positional[0], Source(tuple(size[1:]), description)
+        return positional[0], Source(tuple(size), label, where=(sem, call))
+    return positional[0], Source(tuple(size[1:]), label, where=(sem, call))

@@ -363,24 +363,84 @@ def _top_level_definitions(sem) -> Dict[str, Any]:
 
 
 def module_constants(sem) -> Dict[str, cst.BaseExpression]:
-    """Names assigned exactly once in the whole module, at its top level, with a plain target."""
+    """Names assigned exactly once at the module's level (in its top-level blocks, not in
+    functions or classes), with a plain target, and declared `global` nowhere."""
     found = sem.__dict__.get("_shape_constants")
     if found is not None:
         return found
     counts: Dict[str, int] = {}
     values: Dict[str, cst.BaseExpression] = {}
-    for statement in sem.module.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
-                    values[small.targets[0].target.value] = small.value
-    for name in _assigned_names(sem.module):
-        counts[name] = counts.get(name, 0) + 1
-    for definition in sem.index.nodes(cst.Global) if hasattr(sem.index, "nodes") else ():
-        for item in definition.names:
+
+    def walk(statements) -> None:
+        for statement in statements:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Assign):
+                        for target in small.targets:
+                            for name in _binding_names(target.target):
+                                counts[name] = counts.get(name, 0) + 1
+                        if len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                            values[small.targets[0].target.value] = small.value
+                    elif isinstance(small, (cst.AugAssign, cst.AnnAssign)):
+                        for name in _binding_names(small.target):
+                            counts[name] = counts.get(name, 0) + 2
+                    elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                        for alias in small.names:
+                            bound = alias.asname.name if alias.asname is not None else alias.name
+                            if isinstance(bound, cst.Name):
+                                counts[bound.value] = counts.get(bound.value, 0) + 2
+            elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                counts[statement.name.value] = counts.get(statement.name.value, 0) + 2
+            elif isinstance(statement, (cst.For, cst.While, cst.If, cst.With, cst.Try)):
+                if isinstance(statement, cst.For):
+                    for name in _binding_names(statement.target):
+                        counts[name] = counts.get(name, 0) + 2
+                if isinstance(statement, cst.With):
+                    for item in statement.items:
+                        if item.asname is not None:
+                            for name in _binding_names(item.asname.name):
+                                counts[name] = counts.get(name, 0) + 2
+                for block in _blocks(statement):
+                    walk(block)
+
+    walk(sem.module.body)
+    for declaration in sem.index.nodes(cst.Global):
+        for item in declaration.names:
             counts[item.name.value] = 2
     found = {name: value for name, value in values.items() if counts.get(name) == 1}
     sem.__dict__["_shape_constants"] = found
+    return found
+
+
+def _binding_names(target) -> List[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _binding_names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _binding_names(target.value)
+    return []
+
+
+def _blocks(statement) -> List[Sequence[cst.CSTNode]]:
+    """The statement lists directly inside a compound statement."""
+    found = []
+    body = getattr(statement, "body", None)
+    if isinstance(body, cst.BaseSuite) and hasattr(body, "body"):
+        found.append(body.body)
+    orelse = getattr(statement, "orelse", None)
+    while orelse is not None:
+        if isinstance(orelse, cst.If):
+            found.append(orelse.body.body)
+            orelse = orelse.orelse
+        else:
+            found.append(orelse.body.body)
+            orelse = None
+    for handler in getattr(statement, "handlers", ()) or ():
+        found.append(handler.body.body)
+    final = getattr(statement, "finalbody", None)
+    if final is not None:
+        found.append(final.body.body)
     return found
 
 
