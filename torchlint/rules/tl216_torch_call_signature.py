@@ -15,12 +15,13 @@ from torchlint.analysis.api_changes.match import _VERSION_TEST, _handler_names
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
-# Keywords an older release accepted, by the group of callables they belonged to (the API-change
-# table's KEYWORD entries whose api is `<group>.*(<keyword>=)`).
+# Keywords an older release accepted (the API-change table's KEYWORD entries about torch), by the
+# callable (`torch.utils.data.TensorDataset(data_tensor=)`) or the group of callables
+# (`torch.optim.lr_scheduler.*(verbose=)`) and the keyword.
 _HISTORY = {
-    (change.api.split(".*(", 1)[0], change.keyword): change
+    (change.api.split("(", 1)[0].removesuffix(".*"), change.keyword): change
     for change in BY_API.values()
-    if change.kind == KEYWORD and change.api.startswith("torch.") and ".*(" in change.api
+    if change.kind == KEYWORD and change.api.startswith("torch.") and change.api.endswith("=)")
 }
 _CAUGHT = ("TypeError", "Exception", "BaseException")
 
@@ -146,9 +147,13 @@ since the keyword went).
                          spelled: str, taken: set, ctx: RuleContext) -> None:
         owner = signature.short_name
         raised = f"TypeError: {_prefix(signature)}got an unexpected keyword argument '{keyword}'"
-        change = _HISTORY.get((signature.group, keyword))
+        change = _history(signature, ctx.semantic.call_name(call), keyword)
         if change is not None:
-            ctx.report(arg, _history_message(change, keyword, spelled, raised), _remove_fix(ctx, call, arg, keyword))
+            if change.api.startswith("torch.utils.data.TensorDataset("):
+                fix = _positional_fix(ctx, call)
+            else:
+                fix = _remove_fix(ctx, call, arg, keyword)
+            ctx.report(arg, _history_message(change, keyword, spelled, raised), fix)
             return
         close = _close_spellings(keyword, signature, taken)
         if close:
@@ -169,6 +174,9 @@ since the keyword went).
             whose = _join([f"{s}'s" for s in siblings[:3]]) + (" (and others')" if len(siblings) > 3 else "")
             message = (f"`{keyword}` is {whose}, not a parameter of `{owner}` ({raised}); "
                        f"{owner}'s are {own}")
+        elif not signature.keywords and signature.var_positional:
+            message = (f"`{spelled}` takes no keyword `{keyword}` ({raised}); it takes only positional "
+                       f"arguments (`*{signature.var_positional}`)")
         else:
             message = f"`{spelled}` takes no keyword `{keyword}` ({raised}); its parameters are {own}"
         ctx.report(arg, message)
@@ -229,8 +237,29 @@ def _close_spellings(keyword: str, signature: table.Signature, taken: set) -> Li
     return found
 
 
+def _history(signature: table.Signature, name: Optional[str], keyword: str) -> Optional[ApiChange]:
+    for owner in (name, signature.key, signature.group):
+        change = _HISTORY.get((owner, keyword))
+        if change is not None:
+            return change
+    return None
+
+
+def _positional_fix(ctx: RuleContext, call: cst.Call) -> Optional[FixSpec]:
+    """`TensorDataset(data_tensor=x, target_tensor=y)` -> `TensorDataset(x, y)`: exact (0.3's two
+    tensors are 0.4's first two), only for a call of just those keywords."""
+    from torchlint.analysis import legacy  # noqa: PLC0415 - only when a fix is built
+
+    by_name = {arg.keyword.value: arg for arg in call.args if arg.keyword is not None}
+    if len(call.args) != 2 or set(by_name) != {"data_tensor", "target_tensor"} or any(a.star for a in call.args):
+        return None
+    args = [cst.Arg(value=by_name[name].value) for name in ("data_tensor", "target_tensor")]
+    fixed = legacy.render_in_place(ctx.semantic, call, legacy.with_arguments(call, args))
+    return FixSpec("Pass the tensors positionally", (Replace(call, fixed),), Applicability.SAFE)
+
+
 def _history_message(change: ApiChange, keyword: str, spelled: str, raised: str) -> str:
-    since = f"deprecated in PyTorch {change.deprecated_in}, " if change.deprecated_in else ""
+    since = f"deprecated in PyTorch {change.deprecated_in}; " if change.deprecated_in else ""
     return (f"`{keyword}=` of `{spelled}` was removed in PyTorch {change.changed_in} ({since}{raised}): "
             f"{change.replacement}")
 

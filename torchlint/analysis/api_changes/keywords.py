@@ -100,6 +100,34 @@ CHANGES += [
     ),
 ]
 
+# -- torch.utils.data.TensorDataset: `data_tensor=` / `target_tensor=` (TL216) -----------------------
+# PyTorch 0.3's `TensorDataset(data_tensor, target_tensor)` became `TensorDataset(*tensors)` in 0.4
+# (pytorch/pytorch#6038, merged March 2018; "this was changed in 0.4", a maintainer in
+# pytorch/pytorch#8275): no deprecation period. Read in those threads; the outcome on the installed
+# torch is measured by the checks.
+_TENSOR_DATASET = "import torch\nfrom torch.utils.data import TensorDataset\nx, y = torch.randn(4, 2), torch.arange(4)\n"
+CHANGES += [
+    ApiChange(
+        api=f"torch.utils.data.TensorDataset({keyword}=)",
+        kind=KEYWORD,
+        keyword=keyword,
+        outcome=RAISES,
+        deprecated_in=None,
+        changed_in="0.4",
+        error=f"TypeError: TensorDataset.__init__() got an unexpected keyword argument '{keyword}'",
+        replacement="pass the tensors positionally: `TensorDataset(x, y)` (it takes any number of tensors)",
+        check=Check(
+            snippet=_TENSOR_DATASET + "dataset = TensorDataset(data_tensor=x, target_tensor=y)\n",
+            match="unexpected keyword argument 'data_tensor'",
+            replacement_snippet=_TENSOR_DATASET + "dataset = TensorDataset(x, y)\n",
+        ),
+        exact_fix=True,
+        notes="The dataset's items are the same tuples; `dataset.data_tensor` / `.target_tensor` are "
+              "`dataset.tensors[0]` / `[1]` since 0.4.",
+    )
+    for keyword in ("data_tensor", "target_tensor")
+]
+
 # -- torchvision model builders: `pretrained=` / `pretrained_backbone=` (TL215) ------------------
 # Read in torchvision 0.29.1's released sources (the wheel's torchvision/models/_utils.py,
 # `handle_legacy_interface`): the builders decorated with it accept the old keywords, warn

@@ -10,6 +10,7 @@ from torchlint.analysis.api_changes import BY_API
 from torchlint.verify.case import Case
 
 _VERBOSE = BY_API["torch.optim.lr_scheduler.*(verbose=)"]
+_TENSOR_DATASET = BY_API["torch.utils.data.TensorDataset(data_tensor=)"]
 
 _MODEL = """\
 import torch
@@ -46,6 +47,17 @@ CASES = [
         probe="api_change",
         expect={"api": _VERBOSE.api, "outcome": _VERBOSE.outcome, "error": _VERBOSE.error_type,
                 "match": _VERBOSE.check.match},
+        devices=("cpu",),
+    ),
+    Case(
+        rule="TL216",
+        title=f"{_TENSOR_DATASET.api}: changed in {_TENSOR_DATASET.changed_in}; {_TENSOR_DATASET.replacement}",
+        bad=_TENSOR_DATASET.check.snippet,
+        good=_TENSOR_DATASET.check.replacement_snippet,
+        bad_line=_TENSOR_DATASET.check.snippet.count("\n"),
+        probe="api_change",
+        expect={"api": _TENSOR_DATASET.api, "outcome": _TENSOR_DATASET.outcome,
+                "error": _TENSOR_DATASET.error_type, "match": _TENSOR_DATASET.check.match},
         devices=("cpu",),
     ),
     _typeerror("AdamW(..., momentum=0.9): SGD's keyword",
