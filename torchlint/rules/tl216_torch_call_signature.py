@@ -4,25 +4,16 @@ positional arguments than it takes, or none of its required ones (`torch.jit.tra
 
 from __future__ import annotations
 
-import difflib
 from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.api_changes import BY_API, KEYWORD, ApiChange
+from torchlint.analysis.api_changes import ApiChange
 from torchlint.analysis.api_changes import signatures as table
 from torchlint.analysis.api_changes.match import _VERSION_TEST, _handler_names
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
-# Keywords an older release accepted (the API-change table's KEYWORD entries about torch), by the
-# callable (`torch.utils.data.TensorDataset(data_tensor=)`) or the group of callables
-# (`torch.optim.lr_scheduler.*(verbose=)`) and the keyword.
-_HISTORY = {
-    (change.api.split("(", 1)[0].removesuffix(".*"), change.keyword): change
-    for change in BY_API.values()
-    if change.kind == KEYWORD and change.api.startswith("torch.") and change.api.endswith("=)")
-}
 _CAUGHT = ("TypeError", "Exception", "BaseException")
 
 
@@ -147,7 +138,7 @@ since the keyword went).
                          spelled: str, taken: set, ctx: RuleContext) -> None:
         owner = signature.short_name
         raised = f"TypeError: {_prefix(signature)}got an unexpected keyword argument '{keyword}'"
-        change = _history(signature, ctx.semantic.call_name(call), keyword)
+        change = table.keyword_history(signature, ctx.semantic.call_name(call), keyword)
         if change is not None:
             if change.api.startswith("torch.utils.data.TensorDataset("):
                 fix = _positional_fix(ctx, call)
@@ -155,7 +146,7 @@ since the keyword went).
                 fix = _remove_fix(ctx, call, arg, keyword)
             ctx.report(arg, _history_message(change, keyword, spelled, raised), fix)
             return
-        close = _close_spellings(keyword, signature, taken)
+        close = table.close_spellings(keyword, signature, frozenset(taken))
         if close:
             if len(close) == 1:
                 message = f"`{spelled}` has no parameter `{keyword}` ({raised}); did you mean `{close[0]}=`?"
@@ -220,29 +211,6 @@ def _listing(signature: table.Signature, limit: int = 8) -> str:
 
 def _join(items: List[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _close_spellings(keyword: str, signature: table.Signature, taken: set) -> List[str]:
-    """The parameters `keyword` is probably a misspelling of (difflib, or one a prefix of the
-    other: `kernel` -> `kernel_size`, `norm` -> `norm_type`), not already passed."""
-    names = [k for k in signature.keywords if k not in taken and not k.startswith("_")]
-    found = difflib.get_close_matches(keyword, names, n=3, cutoff=0.75)
-    for name in names:
-        if name not in found and len(keyword) >= 4 and name.startswith(keyword + "_"):
-            found.append(name)
-    if len(found) > 1:  # one far closer than the rest: `padding_mod` is `padding_mode`, not `padding`
-        ratios = sorted(((difflib.SequenceMatcher(None, keyword, name).ratio(), name) for name in found), reverse=True)
-        if ratios[0][0] >= 0.9 and ratios[1][0] <= ratios[0][0] - 0.1:
-            return [ratios[0][1]]
-    return found
-
-
-def _history(signature: table.Signature, name: Optional[str], keyword: str) -> Optional[ApiChange]:
-    for owner in (name, signature.key, signature.group):
-        change = _HISTORY.get((owner, keyword))
-        if change is not None:
-            return change
-    return None
 
 
 def _positional_fix(ctx: RuleContext, call: cst.Call) -> Optional[FixSpec]:

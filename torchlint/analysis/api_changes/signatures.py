@@ -8,6 +8,7 @@ entry or one of its public aliases.
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -124,3 +125,51 @@ def group_members(group: str) -> Tuple[Signature, ...]:
     table = load()
     found = [_entry(key) for key, row in table["entries"].items() if row[2] == group]  # type: ignore[union-attr]
     return tuple(sorted((s for s in found if s is not None), key=lambda s: s.short_name))
+
+
+def close_spellings(keyword: str, signature: Signature, taken: FrozenSet[str] = frozenset()) -> List[str]:
+    """The parameters `keyword` is probably a misspelling of (difflib, or `keyword` + `_...`:
+    `kernel` -> `kernel_size`, `norm` -> `norm_type`), not already passed (`taken`); one alone
+    when it is far closer than the others (`padding_mod` is `padding_mode`, not `padding`)."""
+    names = [k for k in signature.keywords if k not in taken and not k.startswith("_")]
+    found = difflib.get_close_matches(keyword, names, n=3, cutoff=0.75)
+    for name in names:
+        if name not in found and len(keyword) >= 4 and name.startswith(keyword + "_"):
+            found.append(name)
+    if len(found) > 1:
+        ratios = sorted(((difflib.SequenceMatcher(None, keyword, name).ratio(), name) for name in found), reverse=True)
+        if ratios[0][0] >= 0.9 and ratios[1][0] <= ratios[0][0] - 0.1:
+            return [ratios[0][1]]
+    return found
+
+
+@lru_cache(maxsize=1)
+def _history_entries() -> Dict[Tuple[str, str], object]:
+    from torchlint.analysis.api_changes import BY_API, KEYWORD  # noqa: PLC0415 - the package imports this module's siblings
+
+    return {
+        (change.api.split("(", 1)[0].removesuffix(".*"), change.keyword): change
+        for change in BY_API.values()
+        if change.kind == KEYWORD and change.api.startswith("torch.") and change.api.endswith("=)")
+    }
+
+
+def keyword_history(signature: Signature, name: Optional[str], keyword: str):
+    """The API-change table's KEYWORD entry for a keyword an older release of this callable took:
+    by the callable (`torch.utils.data.TensorDataset(data_tensor=)`, under its public `name` or its
+    key) or by its group (`torch.optim.lr_scheduler.*(verbose=)`); None when there is none."""
+    entries = _history_entries()
+    for owner in (name, signature.key, signature.group):
+        change = entries.get((owner, keyword))
+        if change is not None:
+            return change
+    return None
+
+
+@lru_cache(maxsize=None)
+def by_short_name(short: str) -> Tuple[Signature, ...]:
+    """The entries whose callable is named `short` (`ReduceLROnPlateau`, `clip_grad_norm_`): how a
+    TypeError's message names it."""
+    table = load()
+    found = [_entry(key) for key in table["entries"] if key.rsplit(".", 1)[-1] == short]  # type: ignore[union-attr]
+    return tuple(s for s in found if s is not None)
