@@ -8,7 +8,6 @@ entry or one of its public aliases.
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass
 from functools import lru_cache
@@ -131,6 +130,8 @@ def close_spellings(keyword: str, signature: Signature, taken: FrozenSet[str] = 
     """The parameters `keyword` is probably a misspelling of (difflib, or `keyword` + `_...`:
     `kernel` -> `kernel_size`, `norm` -> `norm_type`), not already passed (`taken`); one alone
     when it is far closer than the others (`padding_mod` is `padding_mode`, not `padding`)."""
+    import difflib  # noqa: PLC0415 - only when a keyword is rejected
+
     names = [k for k in signature.keywords if k not in taken and not k.startswith("_")]
     found = difflib.get_close_matches(keyword, names, n=3, cutoff=0.75)
     for name in names:
