@@ -23,6 +23,10 @@ class TorchCallSignature(Rule):
     summary = "A call of a torch callable that today's torch rejects: unknown keyword, too many or missing arguments"
     fix_availability = "sometimes"
     default_severity = Severity.ERROR
+    severity_docs = """
+An **error**: the call raises TypeError on the torch the table was made from (and on every release
+since the keyword went).
+"""
     triggers = ("torch",)
     node_types = (cst.Call,)
     confirmation_module = "tl216"
@@ -80,10 +84,6 @@ spelling says). `verbose=False` of an LR scheduler is removed: safe (it printed 
 `verbose=<anything else>` is removed as an unsafe fix (before 2.2 it printed each learning-rate
 change). No fix for a sibling's keyword (which parameter, if any, means the same is a choice), extra
 positional arguments or missing ones.
-
-## Severity
-An **error**: the call raises TypeError on the torch the table was made from (and every release
-since the keyword went).
 
 ## References
 - https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate
