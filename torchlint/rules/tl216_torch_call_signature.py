@@ -79,7 +79,7 @@ print(scheduler.get_last_lr())  # after scheduler.step(...), where verbose=True 
 
 ## Fix safety
 A misspelled keyword with exactly one close spelling among the callable's parameters, not already
-passed, is renamed: safe (the call raised TypeError before, and now passes the value where its
+passed (and no `**cfg` in the call), is renamed: safe (the call raised TypeError before, and now passes the value where its
 spelling says). `verbose=False` of an LR scheduler is removed: safe (it printed nothing);
 `verbose=<anything else>` is removed as an unsafe fix (before 2.2 it printed each learning-rate
 change). No fix for a sibling's keyword (which parameter, if any, means the same is a choice), extra
@@ -148,10 +148,14 @@ positional arguments or missing ones.
             return
         close = table.close_spellings(keyword, signature, frozenset(taken))
         if close:
-            if len(close) == 1:
+            # No rename next to `**cfg`: the name it suggests may come from there too.
+            if len(close) == 1 and not any(a.star == "**" for a in call.args):
                 message = f"`{spelled}` has no parameter `{keyword}` ({raised}); did you mean `{close[0]}=`?"
                 fix = FixSpec(f"Rename `{keyword}=` to `{close[0]}=`", (Replace(arg.keyword, close[0]),),
                               Applicability.SAFE)
+            elif len(close) == 1:
+                message = f"`{spelled}` has no parameter `{keyword}` ({raised}); did you mean `{close[0]}=`?"
+                fix = None
             else:
                 message = (f"`{spelled}` has no parameter `{keyword}` ({raised}); did you mean "
                            f"{' or '.join(f'`{c}=`' for c in close)}?")
