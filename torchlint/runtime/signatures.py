@@ -353,3 +353,58 @@ def run_warning(category_name: str, message: str) -> Optional[Tuple[str, str]]:
         return None
     since = f" since {change.deprecated_in}" if change.deprecated_in else ""
     return API_DEPRECATED, f"`{change.api}` is deprecated{since} and warns; use {change.replacement}"
+
+
+# -- TL216 (a call today's torch rejects) ------------------------------------------------------------
+# The TypeError Python raises when it binds a call's arguments: `ReduceLROnPlateau.__init__() got an
+# unexpected keyword argument 'verbose'`, `Linear.__init__() missing 1 required positional argument:
+# 'out_features'`, `ReLU.__init__() takes from 1 to 2 positional arguments but 3 were given`. It is
+# TL216 when the callee it names is a callable of the signature table and the exception left the
+# user's code at that call (raised by the binding itself, or inside torch: `nn.LSTM` binds in
+# `RNNBase.__init__`); see `Failures._rejected_call`.
+SIGNATURE_MISMATCH = "TL216"
+CALL_REJECTED = re.compile(
+    r"^(?P<callee>[\w.]+)\(\) (?:got an unexpected keyword argument '(?P<keyword>\w+)'"
+    r"|takes (?:from \d+ to )?\d+ positional arguments? but \d+ (?:were|was) given"
+    r"|missing \d+ required (?:positional |keyword-only )?arguments?)")
+CODES[SIGNATURE_MISMATCH] = Code("a call of a torch callable that today's torch rejects",
+                                 "TypeError of a call's binding ('got an unexpected keyword argument', "
+                                 "'takes N positional arguments but M were given', 'missing N required "
+                                 "positional argument') naming a callable of the signature table, raised at "
+                                 "the user's call or inside torch below it")
+_EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + ((SIGNATURE_MISMATCH, ("TypeError",), CALL_REJECTED),)
+
+
+def rejected_call(message: str) -> Optional[Tuple[str, str]]:
+    """(the callee's own name, the rejected keyword or "") of a binding TypeError, or None:
+    `ReduceLROnPlateau.__init__() got ... 'verbose'` -> ("ReduceLROnPlateau", "verbose")."""
+    match = CALL_REJECTED.search(message)
+    if match is None:
+        return None
+    callee = match.group("callee")
+    parts = callee.split(".")
+    short = parts[-2] if len(parts) >= 2 and parts[-1] == "__init__" else parts[-1]
+    return short, match.group("keyword") or ""
+
+
+def rejected_call_advice(short: str, keyword: str) -> Optional[str]:
+    """What the run says at the user's line for a binding TypeError of the table's callable
+    `short`; None when no table entry has that name."""
+    from torchlint.analysis.api_changes import signatures as table
+
+    entries = table.by_short_name(short)
+    if not entries:
+        return None
+    if not keyword:
+        return (f"this call of `{short}` does not match its signature on torch {table.torch_version()}: "
+                f"{short}{entries[0].text}")
+    for entry in entries:
+        change = table.keyword_history(entry, None, keyword)
+        if change is not None:
+            since = f" (deprecated in {change.deprecated_in})" if change.deprecated_in else ""
+            return f"`{keyword}=` of `{short}` was removed in PyTorch {change.changed_in}{since}: {change.replacement}"
+    close = table.close_spellings(keyword, entries[0])
+    if len(close) == 1:
+        return f"`{short}` has no parameter `{keyword}`; did you mean `{close[0]}=`?"
+    public = [k for k in entries[0].keywords if not k.startswith("_")]
+    return f"`{short}` has no parameter `{keyword}`; its parameters are {', '.join(public) or 'positional only'}"

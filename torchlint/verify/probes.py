@@ -465,6 +465,33 @@ def builds_graph(source: str, device: str, name: str = "out", show: Sequence[str
     return Observation(grad_fn is not None, evidence + _shown(namespace, show))
 
 
+@probe
+def signature_table(source: str, device: str, match: str = "", show: Sequence[str] = ()) -> Observation:
+    """Harm: the snippet raises TypeError containing `match` (a call the signature table says
+    torch rejects) and the table made from the installed torch now
+    (`make_signatures.table()`) equals the stored `signatures.json`, entry for entry. A snippet
+    that runs without TypeError shows no harm; a table that differs shows none either, and the
+    evidence names the entries that differ (the runner reports the case REFUTED)."""
+    from torchlint.analysis.api_changes import make_signatures, signatures
+
+    namespace, error = execute(source, device)
+    extra = _shown(namespace, show)
+    if error is None:
+        return Observation(False, "ran to completion without an exception" + extra)
+    if not isinstance(error, TypeError) or match not in str(error):
+        raise error
+    stored = signatures.load()
+    made = make_signatures.table()
+    found = make_signatures.differences(stored, made)
+    if found:
+        return Observation(False, f"{describe_exception(error)}; but the table (made from torch "
+                                  f"{stored.get('torch')}) differs from torch {made['torch']} in "
+                                  f"{len(found)} place(s): " + "; ".join(found) + extra)
+    return Observation(True, f"{describe_exception(error)}; the table (made from torch {stored.get('torch')}: "
+                             f"{len(made['entries'])} callables, {len(made['aliases'])} aliases) matches the "
+                             f"installed torch {made['torch']}, every entry and flag" + extra)
+
+
 def run_probe(name: str, source: str, device: str, expect: dict) -> Observation:
     if name not in PROBES:
         raise KeyError(f"unknown probe {name!r} (known: {', '.join(sorted(PROBES))})")

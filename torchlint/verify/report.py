@@ -49,6 +49,20 @@ def _api_table_lines(report: dict) -> list:
     return [line]
 
 
+def _signature_table_lines(report: dict) -> list:
+    """Which torch the signature table (TL216) was made from, when its check ran."""
+    if not any(row.get("probe") == "signature_table" for row in report["results"]):
+        return []
+    from torchlint.analysis.api_changes import signatures
+
+    made = f"torch {signatures.torch_version()}"
+    on = f"torch {report['environment'].get('torch')}"
+    line = f"  signature table: made from {made}, compared with {on} (this run)"
+    if made != on:
+        line += " — a different torch: a REFUTED row names the entries that changed"
+    return [line]
+
+
 def _wrap(prefix: str, text: str, width: int = 110) -> list:
     indent = " " * len(prefix)
     return textwrap.wrap(text, width=width, initial_indent=prefix, subsequent_indent=indent,
@@ -58,6 +72,7 @@ def _wrap(prefix: str, text: str, width: int = 110) -> list:
 def render_text(report: dict) -> str:
     lines = _environment_lines(report["environment"])
     lines.extend(_api_table_lines(report))
+    lines.extend(_signature_table_lines(report))
     lines.append("")
     width = max([10] + [len(row["rule"]) + 1 for row in report["results"]])
     header = f"{'RULE':<{width}} {'DEVICE':<6} {'VERDICT':<13} {'STATIC':<11} CASE"

@@ -38,6 +38,9 @@ VERDICTS = (CONFIRMED, NOT_CONFIRMED, REFUTED, NOT_REFUTED, ERROR, SKIPPED, SOUR
 FAILING = (NOT_CONFIRMED, NOT_REFUTED, ERROR)
 # The probe of the API-change table's entries: for them REFUTED means the table is wrong (failing).
 API_CHANGE_PROBE = "api_change"
+# Probes whose REFUTED means a table of torch knowledge is wrong: the API-change table's entries,
+# and the signature table compared with the installed torch (TL216).
+TABLE_PROBES = (API_CHANGE_PROBE, "signature_table")
 
 DEFAULT_TIMEOUT = 30.0
 STARTUP_TIMEOUT = 120.0
@@ -274,7 +277,7 @@ def decide(row: dict) -> None:
     if static_result["status"] == static.ERROR:
         row["verdict"], row["reason"] = ERROR, static_result["detail"]
         return
-    if row.get("probe") == API_CHANGE_PROBE and _decide_api_change(row):
+    if row.get("probe") in TABLE_PROBES and _decide_api_change(row):
         return
     problems = []
     if not bad["harm"]:
@@ -423,7 +426,7 @@ def run_cases(cases: Sequence[Case], devices: Optional[Sequence[str]] = None,
         "summary": summary,
         "wall_seconds": round(time.perf_counter() - started, 2),
         "exit_code": 1 if any(summary[v] for v in FAILING) or any(
-            row["verdict"] == REFUTED and row.get("probe") == API_CHANGE_PROBE for row in ordered) else 0,
+            row["verdict"] == REFUTED and row.get("probe") in TABLE_PROBES for row in ordered) else 0,
     }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet, List
 
-from torchlint.analysis.api_changes import DEFAULT, KEYWORD, WARNS, ApiChange, Check
+from torchlint.analysis.api_changes import DEFAULT, KEYWORD, RAISES, WARNS, ApiChange, Check
 
 CHANGES: List[ApiChange] = []
 
@@ -64,6 +64,68 @@ CHANGES += [
         exact_fix=False,
         notes="As for checkpoint.",
     ),
+]
+
+# -- torch.optim.lr_scheduler: `verbose=` (TL216) ---------------------------------------------------
+# Deprecated by pytorch/pytorch#111302 (merged October 2023, released in 2.2: the constructors warned
+# "The verbose parameter is deprecated. Please use get_last_lr() to access the learning rate." and
+# printed nothing any more); removed with `print_lr` by pytorch/pytorch#147301, whose BC-breaking
+# note shows `ReduceLROnPlateau(optim, verbose=True)` working "In 2.6.0" and gone "In 2.7.0". Both
+# read in those PR threads (not in the release tarballs); the outcome on the installed torch is
+# measured by the check. Every scheduler took it through the `LRScheduler` base class.
+LR_SCHEDULERS = "torch.optim.lr_scheduler"
+CHANGES += [
+    ApiChange(
+        api="torch.optim.lr_scheduler.*(verbose=)",
+        kind=KEYWORD,
+        keyword="verbose",
+        outcome=RAISES,
+        deprecated_in="2.2",
+        changed_in="2.7",
+        error="TypeError: ReduceLROnPlateau.__init__() got an unexpected keyword argument 'verbose'",
+        replacement="remove `verbose=`; log `scheduler.get_last_lr()` instead",
+        check=Check(
+            snippet="import torch\nopt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)\n"
+                    "sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, 'min', patience=3, verbose=True)\n",
+            match="unexpected keyword argument 'verbose'",
+            replacement_snippet="import torch\nopt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)\n"
+                                "sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, 'min', patience=3)\n"
+                                "print(sched.get_last_lr())\n",
+            line=3,
+        ),
+        exact_fix=False,
+        notes="From 2.2 to 2.6 `verbose=True` only warned and printed nothing, so removing `verbose=False` "
+              "(or `verbose=True` on 2.2+) changes nothing; on older releases `verbose=True` printed each "
+              "learning-rate change, which `print(scheduler.get_last_lr())` after `step()` replaces.",
+    ),
+]
+
+# -- torch.utils.data.TensorDataset: `data_tensor=` / `target_tensor=` (TL216) -----------------------
+# PyTorch 0.3's `TensorDataset(data_tensor, target_tensor)` became `TensorDataset(*tensors)` in 0.4
+# (pytorch/pytorch#6038, merged March 2018; "this was changed in 0.4", a maintainer in
+# pytorch/pytorch#8275): no deprecation period. Read in those threads; the outcome on the installed
+# torch is measured by the checks.
+_TENSOR_DATASET = "import torch\nfrom torch.utils.data import TensorDataset\nx, y = torch.randn(4, 2), torch.arange(4)\n"
+CHANGES += [
+    ApiChange(
+        api=f"torch.utils.data.TensorDataset({keyword}=)",
+        kind=KEYWORD,
+        keyword=keyword,
+        outcome=RAISES,
+        deprecated_in=None,
+        changed_in="0.4",
+        error=f"TypeError: TensorDataset.__init__() got an unexpected keyword argument '{keyword}'",
+        replacement="pass the tensors positionally: `TensorDataset(x, y)` (it takes any number of tensors)",
+        check=Check(
+            snippet=_TENSOR_DATASET + "dataset = TensorDataset(data_tensor=x, target_tensor=y)\n",
+            match="unexpected keyword argument 'data_tensor'",
+            replacement_snippet=_TENSOR_DATASET + "dataset = TensorDataset(x, y)\n",
+        ),
+        exact_fix=True,
+        notes="The dataset's items are the same tuples; `dataset.data_tensor` / `.target_tensor` are "
+              "`dataset.tensors[0]` / `[1]` since 0.4.",
+    )
+    for keyword in ("data_tensor", "target_tensor")
 ]
 
 # -- torchvision model builders: `pretrained=` / `pretrained_backbone=` (TL215) ------------------

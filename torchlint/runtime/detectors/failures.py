@@ -128,6 +128,7 @@ class Failures:
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
             signatures.API_REMOVED: self._api_removed,
+            signatures.SIGNATURE_MISMATCH: self._rejected_call,
         }.get(family, self._signature_direct)
         return handler(error, family, op, modules, site)
 
@@ -431,6 +432,19 @@ class Failures:
         return self._observe(family, site, f"`{change.api}` was removed{since}; use {change.replacement}",
                              f"{type(error).__name__}: {_first_sentence(error)}")
 
+    def _rejected_call(self, error, family, op, modules, site) -> bool:
+        """A binding TypeError of a signature-table callable (TL216): only when the exception left
+        the user's code at the call, and below that frame only torch's own frames ran (the
+        binding itself, or `RNNBase.__init__` under `nn.LSTM`); a user function of the same
+        message is the script's own failure."""
+        parsed = signatures.rejected_call(str(error))
+        if parsed is None or not _only_torch_below_user(error, self.session.frames.is_user_file):
+            return False
+        advice = signatures.rejected_call_advice(*parsed)
+        if advice is None:
+            return False
+        return self._observe(family, site, advice, f"TypeError: {_first_sentence(error)}")
+
     def _syntax(self, error: SyntaxError) -> bool:
         if not signatures.is_async_keyword_syntax_error(error.text) or not error.filename or not error.lineno:
             return False
@@ -440,6 +454,25 @@ class Failures:
             "TL204", None, "`async=True` is a syntax error since Python 3.7 (async is a keyword); use "
             "`non_blocking=True`", f"SyntaxError: {error.msg} in `{(error.text or '').strip()}`",
             path=os.path.abspath(error.filename), line=error.lineno)
+
+
+def _only_torch_below_user(error: BaseException, is_user_file) -> bool:
+    """Every frame after the innermost user frame of the traceback is torch's (or there is none:
+    the call's binding raised in the user's frame)."""
+    import os
+
+    import torch
+
+    root = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    users = [i for i, name in enumerate(frames) if is_user_file(name)]
+    if not users:
+        return False
+    return all(os.path.abspath(name).startswith(root) for name in frames[users[-1] + 1:])
 
 
 def _autograd_function_in(error: BaseException) -> Any:
@@ -479,7 +512,7 @@ def _op_from_traceback(error: BaseException) -> Optional[OpFailure]:
             if wants_module and not is_module:
                 continue
             operands = [(name, value) for name, value in variables.items() if isinstance(value, torch.Tensor)]
-            if is_module:
+            if is_module and "_parameters" in owner.__dict__:  # not a module whose __init__ raised early
                 operands += [(f"self.{name}", value) for name, value in owner.named_parameters(recurse=False)]
             if operands:
                 name = f"{type(owner).__name__}.{frame.f_code.co_name}" if is_module else frame.f_code.co_name
