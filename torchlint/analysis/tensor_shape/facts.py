@@ -272,46 +272,72 @@ class _Builder:
         self.facts.findings.append(Finding(code, here, message, fix))
 
 
-def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any]) -> Optional[tuple]:
-    """(N, C, H, W) for a forward whose first step feeds its input to a layer that fixes the
-    rank and the channels (a convolution, a Linear)."""
+def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int = 0) -> Optional[tuple]:
+    """(N, C, H, W) for a forward whose input first reaches a layer that fixes its rank and
+    channels (a convolution, a Linear, an Embedding), through submodules: the first call of
+    `self.<layer>(x)` in the order the statements stand, before anything rebinds `x`. The other
+    parameters stay unknown."""
     params = [p.name.value for p in forward.params.params[1:]]
-    if len(params) != 1:
+    if not params or depth > 4:
         return None
     name = params[0]
-    for statement in forward.body.body:
-        if not isinstance(statement, cst.SimpleStatementLine):
-            return None
-        for small in statement.body:
-            value = getattr(small, "value", None)
-            call = value if isinstance(value, cst.Call) else None
-            if call is None:
-                return None
-            while call is not None:
-                if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == name \
-                        and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) \
-                        and call.func.value.value == "self":
-                    return _first_layer_input(layers.get(call.func.attr.value))
-                inner = call.args[0].value if call.args else None
-                call = inner if isinstance(inner, cst.Call) else None
-            return None
+    first = _first_self_call(forward.body.body, name)
+    if first is None:
+        return None
+    return _first_layer_input(layers.get(first), depth)
+
+
+def _first_self_call(statements, name: str) -> Optional[str]:
+    """The attribute of the first `self.<attribute>(name, ...)` call of the straight-line code that
+    starts the forward; None if `name` is rebound first or a branch comes before it."""
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                found = _call_on(getattr(small, "value", None), name)
+                if found is not None:
+                    return found
+                targets = [t.target for t in getattr(small, "targets", ())] + \
+                    ([small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else [])
+                if any(isinstance(t, cst.Name) and t.value == name for t in targets):
+                    return None
+        else:
+            return None  # a branch: the input a layer inside it takes is not every input
     return None
 
 
-def _first_layer_input(layer: Any) -> Optional[tuple]:
+def _call_on(value, name: str) -> Optional[str]:
+    call = value if isinstance(value, cst.Call) else None
+    while call is not None:
+        if call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value == name \
+                and isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) \
+                and call.func.value.value == "self":
+            return call.func.attr.value
+        inner = call.args[0].value if call.args else None
+        call = inner if isinstance(inner, cst.Call) else None
+    return None
+
+
+def _first_layer_input(layer: Any, depth: int = 0) -> Optional[tuple]:
     while isinstance(layer, Sequence_) and layer.kind == "Sequential" and layer.layers:
         layer = layer.layers[0]
+    if isinstance(layer, Submodule):
+        forward = method(layer.klass, "forward")
+        if forward is None:
+            return None
+        return _symbolic_input(forward, class_layers(layer.semantic, layer.klass, layer.arguments), depth + 1)
     if not isinstance(layer, Layer):
         return None
     name = layer.contract.name
     arguments = layer.arguments
     batch = D.symbol("N")
-    if name in ("Conv1d", "Conv2d", "Conv3d") and isinstance(arguments.get("in_channels"), int):
-        n = int(name[4])
-        return (batch, arguments["in_channels"]) + tuple(D.symbol(s) for s in ("L",) if n == 1) + \
-            tuple(D.symbol(s) for s in (("H", "W") if n == 2 else (("D", "H", "W") if n == 3 else ())))
+    spatial = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
+    if name[:-2] in ("Conv", "ConvTranspose") and name[-2:] in ("1d", "2d", "3d") \
+            and isinstance(arguments.get("in_channels"), int):
+        return (batch, arguments["in_channels"]) + tuple(D.symbol(s) for s in spatial[int(name[-2])])
     if name == "Linear" and isinstance(arguments.get("in_features"), int):
         return (batch, arguments["in_features"])
+    if name == "Embedding":
+        return (batch, D.symbol("L"))
     return None
 
 
