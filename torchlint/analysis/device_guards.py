@@ -197,15 +197,23 @@ def _is_choice_condition(sem: "Semantic", test: cst.CSTNode) -> bool:
     """A condition that picks between the CPU and an accelerator: `torch.cuda.is_available()`,
     `args.cuda`, `use_gpu`, `device == "cpu"`. Not one that counts or picks GPUs
     (`torch.cuda.device_count() > 1`, `args.ngpu > 1`), nor one that follows where a tensor
-    already is (`x.is_cuda`, `x.device.type == "cuda"`, `on_cuda = next(m.parameters()).is_cuda`)."""
+    already is (`x.is_cuda`, `x.device.type == "cuda"`, `on_cuda = next(m.parameters()).is_cuda`),
+    nor one that merely calls `.cuda()` on the way (`if predict(x.cuda()) != y:`)."""
     text = _text(sem, test)
     if "is_available" in text:
         return True
     if _MULTI_GPU_WORDS.search(text):
         return False
     return any(_CHOICE_WORDS.search(dotted) and not _follows_a_tensor(sem, node)
-               and _names_a_setting(sem, node)
+               and not _is_called(sem, node) and _names_a_setting(sem, node)
                for node, dotted in _references(sem, test))
+
+
+def _is_called(sem: "Semantic", node: cst.CSTNode) -> bool:
+    """`….cuda` of `torch.tensor(d).cuda()` in `if predict(x0 + torch.tensor(d).cuda()) != y0:`:
+    a placement made while computing the condition, not a setting the condition reads."""
+    parent = sem.parent(node)
+    return isinstance(parent, cst.Call) and parent.func is node
 
 
 def _names_a_setting(sem: "Semantic", node: cst.CSTNode) -> bool:
