@@ -1,0 +1,71 @@
+"""Issue 40: findings that were false on real code (notebook cells as IPython runs them, pinned
+releases) and the severity each finding gets from the program's facts. The single-file patterns
+are fixtures (`fixtures/TL*/`); this module holds what a fixture cannot say: notebooks, severities
+and messages."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from torchlint.engine import lint_source
+from torchlint.finding import Severity
+from torchlint.notebook import lint_notebook
+from torchlint.rules import all_rules
+
+
+def _notebook(*cells: str) -> bytes:
+    return json.dumps({"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [],
+                                  "execution_count": None} for c in cells],
+                       "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+
+
+def _codes(data: bytes, select=None):
+    rules = [r for r in all_rules() if select is None or r.code in select]
+    return sorted((f.code, f.cell, f.start.row) for f in lint_notebook("nb.ipynb", data, rules).findings)
+
+
+def lint(source: str, code: str):
+    return [f for f in lint_source(textwrap.dedent(source), select=[code]) if f.code == code]
+
+
+def one(source: str, code: str):
+    found = lint(source, code)
+    assert len(found) == 1, [f.message for f in found]
+    return found[0]
+
+
+# -- TL901: cells IPython runs -------------------------------------------------------------------
+
+def test_automagic_pip_without_percent_is_not_a_syntax_error():
+    data = _notebook("pip install torchviz\n", "import torch\nx = torch.randn(3, 4)\ny = x.t().view(-1)\n")
+    assert _codes(data) == [("TL004", 2, 3)]
+
+
+def test_automagic_is_python_where_the_line_is_python():
+    # `time = 3` assigns, `cd(x)` calls: IPython keeps both as Python, so must the linter.
+    data = _notebook("def cd(p):\n    return p\ntime = 3\ncd(time)\nimport torch\n"
+                     "y = torch.randn(3, 4).t().view(-1)\n")
+    assert _codes(data) == [("TL004", 1, 6)]
+
+
+def test_a_cell_indented_as_a_whole_is_linted_as_ipython_strips_it():
+    data = _notebook("import torch\n", "    x = torch.randn(3, 4)\n    y = x.t().view(-1)\n",
+                     "\tz = x.permute(1, 0)\n\tw = z.view(-1)\n")
+    assert _codes(data) == [("TL004", 2, 2), ("TL004", 3, 2)]
+
+
+def test_a_statement_split_over_cells_still_fails():
+    data = _notebook("import torch\nfor i in range(3):\n", "    print(i)\n")
+    assert [c for c, _, _ in _codes(data)] == ["TL901"]
+
+
+# -- TL209: the notebook's own pin ---------------------------------------------------------------
+
+def test_torchtext_pinned_by_a_pip_cell_keeps_its_legacy_api():
+    legacy = "from torchtext.data import Field, BucketIterator\nSRC = Field(lower=True)\n"
+    assert _codes(_notebook("!pip install torchtext==0.6.0\n", legacy), {"TL209"}) == []
+    assert _codes(_notebook("pip install torchtext==0.6.0\n", legacy), {"TL209"}) == []
+    assert {c for c, _, _ in _codes(_notebook("!pip install torchtext\n", legacy), {"TL209"})} == {"TL209"}
+    newer = _notebook("%pip install torchtext==0.9.0\n", legacy)
+    assert {c for c, _, _ in _codes(newer, {"TL209"})} == {"TL209"}
