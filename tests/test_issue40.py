@@ -69,3 +69,45 @@ def test_torchtext_pinned_by_a_pip_cell_keeps_its_legacy_api():
     assert {c for c, _, _ in _codes(_notebook("!pip install torchtext\n", legacy), {"TL209"})} == {"TL209"}
     newer = _notebook("%pip install torchtext==0.9.0\n", legacy)
     assert {c for c, _, _ in _codes(newer, {"TL209"})} == {"TL209"}
+
+
+# -- TL211 -----------------------------------------------------------------------------------------
+
+def _tl211(path: str = "fixtures/TL211/checkpointer_and_pairing.py"):
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parent.parent / path).read_text(encoding="utf-8")
+    return {f.start.row: f for f in lint_source(source, path, select=["TL211"]) if f.code == "TL211"}
+
+
+def test_tl211_severities_follow_what_is_certain():
+    found = _tl211()
+    assert found[18].severity is Severity.ERROR and "'options'" in found[18].message
+    assert "saved at line 20" in found[18].message and found[18].fix is None
+    assert found[30].severity is Severity.ERROR and "`'scores'`: a NumPy" in found[30].message
+    assert "may" not in found[30].message
+    assert found[35].severity is Severity.WARNING and "starts from scratch" in found[35].message
+    # paired with no save: the saves write other files
+    assert found[28].severity is Severity.NOTE and "whole_model" not in found[28].message
+
+
+def test_tl211_cross_file_message_names_the_culprit_and_where():
+    source = """
+        import torch
+        ckpt = torch.load("checkpoint.pth")
+    """
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as root:
+        open(os.path.join(root, "pyproject.toml"), "w").close()
+        with open(os.path.join(root, "train.py"), "w") as handle:
+            handle.write("import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                         "args = parser.parse_args()\nmodel = torch.nn.Linear(2, 2)\n"
+                         "torch.save({'args': args, 'model': model.state_dict()}, 'checkpoint.pth')\n")
+        path = os.path.join(root, "predict.py")
+        with open(path, "w") as handle:
+            handle.write(textwrap.dedent(source))
+        (finding,) = [f for f in lint_source(textwrap.dedent(source), path, select=["TL211"])]
+    assert finding.severity is Severity.ERROR
+    assert "saved at train.py:6" in finding.message and "`'args'`: an argparse.Namespace" in finding.message
