@@ -111,3 +111,21 @@ def test_tl211_cross_file_message_names_the_culprit_and_where():
         (finding,) = [f for f in lint_source(textwrap.dedent(source), path, select=["TL211"])]
     assert finding.severity is Severity.ERROR
     assert "saved at train.py:6" in finding.message and "`'args'`: an argparse.Namespace" in finding.message
+
+
+# -- TL008 -----------------------------------------------------------------------------------------
+
+def test_tl008_note_where_the_computed_device_is_never_used():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "fixtures/TL008/unused_device_choice.py"
+    found = [f for f in lint_source(path.read_text(encoding="utf-8"), str(path), select=["TL008"])]
+    assert [f.severity for f in found] == [Severity.NOTE, Severity.NOTE]
+    assert "never used" in found[0].message
+    used = """
+        import torch
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = torch.nn.Linear(2, 2).to(device)
+        x = torch.randn(2).cuda()
+    """
+    assert one(used, "TL008").severity is Severity.ERROR

@@ -301,7 +301,7 @@ def file_device_choice(sem: "Semantic") -> Optional[cst.CSTNode]:
     that moves something (`if args.cuda: model.cuda()`), a flag computed from
     `torch.cuda.is_available()` (`use_cuda = ...`), or a `--cuda`/`--no-cuda`/`--device`
     command-line option."""
-    def compute() -> Optional[cst.CSTNode]:
+    def compute() -> List[cst.CSTNode]:
         found: List[cst.CSTNode] = []
         for node in sem.index.nodes(cst.IfExp):
             if _is_choice_condition(sem, node.test) and (
@@ -323,10 +323,18 @@ def file_device_choice(sem: "Semantic") -> Optional[cst.CSTNode]:
                 flags = [string_value(a.value) for a in call.args if a.keyword is None]
                 if any(f is not None and _DEVICE_FLAG.match(f) for f in flags):
                     found.append(call)
-        return min(found, key=sem.index.order.__getitem__) if found else None
+        return sorted(found, key=sem.index.order.__getitem__)
     if _requires_cuda_anyway(sem):
         return None
-    return cached(sem, "file_choice", compute)
+    found = cached(sem, "file_choices", compute)
+    return found[0] if found else None
+
+
+def file_device_choices(sem: "Semantic") -> List[cst.CSTNode]:
+    """Every place `file_device_choice` considers, in document order (empty when it is None)."""
+    if file_device_choice(sem) is None:
+        return []
+    return cached(sem, "file_choices", lambda: [])
 
 
 def device_parameter(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.Param]:
