@@ -166,7 +166,11 @@ def test_tl106_outputs_detached_in_place_and_volatile_relied_on():
     assert "every output keeps its graph" not in finding.message
     assert "`outputs.detach_()`" in finding.message and "`volatile=True` does not help" in finding.message
     assert finding.severity is Severity.NOTE
-    assert one(EVALUATION.format(detach="pass"), "TL106").severity is Severity.WARNING
+    # Issue 40: each batch's graph is freed when the next output replaces it (a note); kept across
+    # batches in a list made before the loop, it is a warning.
+    assert one(EVALUATION.format(detach="pass"), "TL106").severity is Severity.NOTE
+    kept = EVALUATION.replace("        for x, y in loader:", "        kept = []\n        for x, y in loader:")
+    assert one(kept.format(detach="kept.append(outputs)"), "TL106").severity is Severity.WARNING
 
 
 def test_tl202_labels_and_training_steps_just_delete_volatile():

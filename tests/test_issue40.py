@@ -129,3 +129,29 @@ def test_tl008_note_where_the_computed_device_is_never_used():
         x = torch.randn(2).cuda()
     """
     assert one(used, "TL008").severity is Severity.ERROR
+
+
+# -- TL106 -----------------------------------------------------------------------------------------
+
+EVALUATE = """
+    import torch
+    import torch.nn as nn
+    model = nn.Linear(4, 2)
+    criterion = nn.CrossEntropyLoss()
+    def evaluate(loader):
+        model.eval()
+        {before}
+        for x, y in loader:
+            out = model(x)
+            {keep}
+"""
+
+
+def test_tl106_note_when_each_graph_is_freed_warning_when_kept():
+    freed = one(EVALUATE.format(before="hits = 0", keep="hits += (out.argmax(1) == y).sum().item()"), "TL106")
+    assert freed.severity is Severity.NOTE and "freed" in freed.message
+    for before, keep in (("outs = []", "outs.append(out)"), ("total = 0", "total += criterion(out, y)")):
+        kept = one(EVALUATE.format(before=before, keep=keep), "TL106")
+        assert kept.severity is Severity.WARNING and "across batches" in kept.message, keep
+    fresh = one(EVALUATE.format(before="", keep="row = []\n            row.append(out)"), "TL106")
+    assert fresh.severity is Severity.NOTE
