@@ -155,3 +155,21 @@ def test_tl106_note_when_each_graph_is_freed_warning_when_kept():
         assert kept.severity is Severity.WARNING and "across batches" in kept.message, keep
     fresh = one(EVALUATE.format(before="", keep="row = []\n            row.append(out)"), "TL106")
     assert fresh.severity is Severity.NOTE
+
+
+# -- TL112 / TL114 ---------------------------------------------------------------------------------
+
+def test_tl112_layernorm_is_not_random_and_a_warning():
+    source = """
+        import torch.nn as nn
+        class Block(nn.Module):
+            def forward(self, h):
+                h = nn.LayerNorm(h.shape[-1])(h)
+                h = nn.RMSNorm(h.shape[-1])(h)
+                return nn.Linear(8, 8)(h)
+    """
+    found = lint(source, "TL112")
+    assert [f.severity for f in found] == [Severity.WARNING, Severity.WARNING, Severity.ERROR]
+    assert "weight starts at 1 and its bias at 0" in found[0].message and "random" in found[0].message
+    assert "not random" in found[0].message and "bias" not in found[1].message.split("(not random)")[0]
+    assert "random weights" in found[2].message
