@@ -173,3 +173,14 @@ def test_tl112_layernorm_is_not_random_and_a_warning():
     assert "weight starts at 1 and its bias at 0" in found[0].message and "random" in found[0].message
     assert "not random" in found[0].message and "bias" not in found[1].message.split("(not random)")[0]
     assert "random weights" in found[2].message
+
+
+# -- TL120 -----------------------------------------------------------------------------------------
+
+def test_tl120_note_when_no_optimizer_holds_the_parameters():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "fixtures/TL120/optimizer_over_other_parts.py"
+    found = {f.start.row: f for f in lint_source(path.read_text(encoding="utf-8"), str(path), select=["TL120"])}
+    assert found[10].severity is Severity.NOTE and "`net[1].parameters()`" in found[10].message
+    assert found[14].severity is Severity.ERROR
