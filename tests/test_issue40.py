@@ -184,3 +184,29 @@ def test_tl120_note_when_no_optimizer_holds_the_parameters():
     found = {f.start.row: f for f in lint_source(path.read_text(encoding="utf-8"), str(path), select=["TL120"])}
     assert found[10].severity is Severity.NOTE and "`net[1].parameters()`" in found[10].message
     assert found[14].severity is Severity.ERROR
+
+
+# -- a branch the default configuration never takes ------------------------------------------------
+
+def test_findings_on_branches_off_by_default_are_one_step_lower():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "fixtures/TL213/switch_off_by_default.py"
+    found = {f.start.row: f for f in lint_source(path.read_text(encoding="utf-8"), str(path), select=["TL213"])}
+    assert {row: f.severity for row, f in found.items()} == {
+        22: Severity.NOTE, 28: Severity.NOTE, 30: Severity.NOTE, 32: Severity.NOTE, 33: Severity.WARNING}
+    assert "only when `self.remat` is switched on: off by default" in found[22].message
+
+
+def test_a_resume_branch_keeps_tl211_an_error():
+    source = """
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--resume", action="store_true")
+        args = parser.parse_args()
+        torch.save({"args": args}, "ckpt.pth")
+        if args.resume:
+            state = torch.load("ckpt.pth")
+    """
+    assert one(source, "TL211").severity is Severity.ERROR
