@@ -23,8 +23,11 @@ class DirectForwardCall(Rule):
 A **note** when no hook is registered anywhere in the file: calling `forward`
 directly skips hooks, but there are none, so nothing changes today. A **warning** when the file
 registers a hook (`register_forward_hook`, `register_forward_pre_hook`, ...) or uses a torch
-utility that works through one (`nn.utils.spectral_norm`, `weight_norm`, `prune`): those hooks
-are skipped and the results differ.
+utility that works through one (`nn.utils.spectral_norm`, `weight_norm`, `prune`) on the module
+itself (or on something that may be it): those hooks are skipped and the results differ. A
+**note** when every hook is on one of its submodules (`net.layer4.register_forward_hook(...)`,
+`spectral_norm(net.conv)`): `net.forward(x)` still calls `self.layer4(...)`, whose hooks fire
+(measured on torch 2.13), so nothing changes today.
 """
     docs = """
 ## What it does
