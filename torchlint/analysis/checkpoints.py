@@ -44,6 +44,24 @@ NUMPY_FUNCTIONS = frozenset({
     "mean", "sum", "std", "var", "max", "min", "median", "average", "argmax", "argmin", "exp", "log", "sqrt",
     "float16", "float32", "float64", "int32", "int64", "uint8", "bool_",
 })
+# ndarray methods that give an ndarray back (`a.astype("float32")`).
+NDARRAY_METHODS = frozenset({"astype", "reshape", "transpose", "copy", "squeeze", "flatten", "ravel", "clip"})
+# Every NumPy function whose result is an ndarray (for a method chain rooted at one).
+_NUMPY_ARRAY_ROOTS = NUMPY_FUNCTIONS | frozenset({"sin", "cos", "tanh", "abs", "clip", "where", "load",
+                                                   "random.rand", "random.randn", "random.randint",
+                                                   "random.uniform", "random.normal"})
+
+
+def _numpy_made(sem, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """`np.sin(x)`, `np.array(v).reshape(2, 3)`: a NumPy call, or an ndarray method of one."""
+    if depth > 6 or type(expr) is not cst.Call:
+        return False
+    name = sem.qualified_name(expr.func)
+    if name is not None and name.startswith("numpy.") and name[len("numpy."):] in _NUMPY_ARRAY_ROOTS:
+        return True
+    return method_call_in(expr, NDARRAY_METHODS) and _numpy_made(sem, expr.func.value, depth + 1)
+
+
 # Methods only an object with parameters has (an nn.Module): `model.parameters()`.
 MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children"})
 # What each refused kind of value is called in a message, and what to save instead.
@@ -222,6 +240,9 @@ def _call_content(sem, call: cst.Call, depth: int) -> Optional[Content]:
     name = sem.qualified_name(func)
     if name is not None and name.startswith("numpy.") and name[len("numpy."):] in NUMPY_FUNCTIONS:
         return Content(UNLOADABLE, "a NumPy value", call, "save a tensor, or a Python number with `float(...)`")
+    if method_call_in(call, NDARRAY_METHODS) and _numpy_made(sem, call.func.value):
+        # `np.sin(x).astype("float64")`: an ndarray method of a NumPy result gives an ndarray
+        return Content(UNLOADABLE, "a NumPy array", call, "save a tensor (`torch.from_numpy(...)`) instead")
     if name in ("argparse.Namespace",):
         return Content(UNLOADABLE, "an argparse.Namespace", call, "save a dict of the options")
     if name in ("collections.defaultdict",):
@@ -375,6 +396,9 @@ def file_name(sem, expr: Optional[cst.BaseExpression], _depth: int = 0) -> Optio
         if sem.qualified_name(expr.func) in ("os.path.join", "posixpath.join") and expr.args \
                 and not any(arg.star or arg.keyword for arg in expr.args):
             return file_name(sem, expr.args[-1].value, _depth + 1)
+        if type(expr.func) is cst.Name and expr.func.value == "open" and sem.scopes.lookup("open", expr) is None \
+                and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
+            return file_name(sem, expr.args[0].value, _depth + 1)  # `torch.save(x, open("a.pt", "wb"))`
         return None
     if kind is cst.BinaryOperation and type(expr.right) is cst.SimpleString:
         value = expr.right.evaluated_value
