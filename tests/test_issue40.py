@@ -210,3 +210,24 @@ def test_a_resume_branch_keeps_tl211_an_error():
             state = torch.load("ckpt.pth")
     """
     assert one(source, "TL211").severity is Severity.ERROR
+
+
+def test_tl211_resume_of_a_script_that_saves_only_whole_models_is_an_error():
+    source = """
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--resume_from", default="")
+        parser.add_argument("--cache", default="")
+        args = parser.parse_args()
+        net = torch.nn.Linear(2, 2)
+        if args.resume_from:
+            net = torch.load(args.resume_from)
+        table = torch.load(args.cache)
+        torch.save(table, args.cache)
+        for epoch in range(3):
+            torch.save(net, f"snap_{epoch}.pt")
+    """
+    found = {f.start.row: f for f in lint(source, "TL211")}
+    assert found[10].severity is Severity.ERROR and "whole nn.Module" in found[10].message
+    assert found[11].severity is Severity.NOTE

@@ -32,7 +32,9 @@ argparse.Namespace, a whole module, an optimizer or scheduler object, NumPy valu
 names the culprit and where it is saved (`'args'`: an argparse.Namespace, saved at line 58, or
 at `train.py:58` for a checkpoint another project file saves under the file name this load
 reads). The same for `resume_or_load(...)` of an fvcore / detectron2 checkpointer whose
-`save(name, **extra)` in this file stores such a value. A **warning** when the load cannot be
+`save(name, **extra)` in this file stores such a value, and for a load of a path named for
+resuming (`torch.load(args.resume)`) in a script whose every save it may read (the saves paired
+with another load aside) holds such a value. A **warning** when the load cannot be
 linked to the save but their paths may name the same file (`torch.load(args.resume)`), and when a
 bare `except` (or `except Exception`) around the load turns the failure into starting from
 scratch. A **note** when nothing is known of what is loaded (also when every save of the file
@@ -180,6 +182,14 @@ fix.
                         self._report_other(node, ctx, possible[0], Severity.WARNING, allowlisted)
                         return
                 refused, severity = every, Severity.WARNING
+                paired = {checkpoints.path_key(sem, checkpoints.argument(c, 0, "f"))
+                          for c in sem.index.nodes(cst.Call) if c is not node and checkpoints.is_torch_load(sem, c)}
+                if every and _resumes(sem, path) and all(
+                        s.content.verdict == checkpoints.UNLOADABLE for s in checkpoints.saves(sem)
+                        if _may_be_same_file(sem, path, s.path) and checkpoints.path_key(sem, s.path) not in paired):
+                    # `torch.load(args.resume)` in a script whose every save it may read holds a
+                    # whole model (a Namespace, ...): resuming from its own checkpoints fails.
+                    severity = Severity.ERROR
         if not refused:
             self._note(node, ctx)
             return
@@ -312,6 +322,12 @@ def _checkpointer_of(sem, call: cst.Call) -> Optional[cst.Call]:
         return None
     name = sem.qualified_name(made.func) or ""
     return made if name in _CHECKPOINTERS else None
+
+
+def _resumes(sem, path) -> bool:
+    """The load reads a path named for resuming (`args.resume`, `opt.resume_snapshot`,
+    `cfg.resume_from`)."""
+    return path is not None and "resume" in sem.source(path).lower()
 
 
 def _may_be_same_file(sem, load_path, save_path) -> bool:
