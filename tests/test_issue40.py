@@ -231,3 +231,15 @@ def test_tl211_resume_of_a_script_that_saves_only_whole_models_is_an_error():
     found = {f.start.row: f for f in lint(source, "TL211")}
     assert found[10].severity is Severity.ERROR and "whole nn.Module" in found[10].message
     assert found[11].severity is Severity.NOTE
+
+
+# -- TL101 / TL102: certain through another file ---------------------------------------------------
+
+def test_tl101_tl102_errors_when_another_project_file_trains_or_moves_an_instance():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "fixtures/project/class_used_in_sibling/blocks.py"
+    found = {f.code: f for f in lint_source(path.read_text(encoding="utf-8"), str(path), select=["TL101", "TL102"])}
+    assert found["TL101"].severity is Severity.ERROR and "fit.py:7" in found["TL101"].message
+    assert found["TL102"].severity is Severity.ERROR and "fit.py:8" in found["TL102"].message
+    assert any(r[0].endswith("fit.py") for r in found["TL101"].related)
