@@ -243,3 +243,12 @@ def test_tl101_tl102_errors_when_another_project_file_trains_or_moves_an_instanc
     assert found["TL101"].severity is Severity.ERROR and "fit.py:7" in found["TL101"].message
     assert found["TL102"].severity is Severity.ERROR and "fit.py:8" in found["TL102"].message
     assert any(r[0].endswith("fit.py") for r in found["TL101"].related)
+
+
+def test_tl110_discarded_move_before_an_unmoved_model_is_a_note_without_fix():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "fixtures/TL110/move_before_unmoved_model.py"
+    found = {f.start.row: f for f in lint_source(path.read_text(encoding="utf-8"), str(path), select=["TL110"])}
+    assert found[11].severity is Severity.NOTE and found[11].fix is None and "both stay on the CPU" in found[11].message
+    assert found[18].severity is Severity.ERROR
