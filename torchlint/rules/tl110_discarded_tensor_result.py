@@ -110,6 +110,8 @@ tensor (the point of the fix), so the program's results change.
         if found is None:
             return
         operation, tensor = found
+        if _in_place_on_the_way(node):
+            return  # `y.scatter_(1, idx, 1).float()`: the statement runs for the in-place write
         statement = sem.statement_of(node)
         if ctx.path.endswith(".ipynb") and sem.function_of(node) is None and not sem.enclosing_loops(node):
             return  # a cell's last value is displayed
@@ -153,6 +155,23 @@ tensor (the point of the fix), so the program's results change.
             f"`{call_text}` returns a new tensor and leaves `{spelled}` unchanged; the result is "
             f"thrown away and {consequence}: {assign}",
             fix, severity=severity)
+
+
+def _in_place_on_the_way(call: cst.Call) -> bool:
+    """An in-place method in the receiver chain of the discarded call (`t.zero_().float()`,
+    `y.scatter_(...).long()`): the line writes the tensor, so it does something."""
+    expr = call.func.value if isinstance(call.func, cst.Attribute) else None
+    while isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript)):
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            name = expr.func.attr.value
+            if name.endswith("_") and not name.endswith("__"):
+                return True
+            expr = expr.func.value
+        elif isinstance(expr, cst.Call):
+            return False
+        else:
+            expr = expr.value
+    return False
 
 
 def _cpu_model_reading(sem, later: cst.CSTNode) -> Optional[str]:
