@@ -28,7 +28,9 @@ class TorchLoadWeightsOnly(Rule):
 An **error** when the load reads a checkpoint this file saves (linked by path or by a key read
 back) and that checkpoint certainly holds something `weights_only=True` refuses (an
 argparse.Namespace, a whole module, an optimizer or scheduler object, NumPy values, a
-`defaultdict`, an instance of a class of the file): the load raises `UnpicklingError`. The message
+`defaultdict`, an instance of a class of the file, a scheduler state dict that holds an object:
+`GradualWarmupScheduler`'s `after_scheduler`, or what a scheduler class of the file derived from
+torch's `LRScheduler` stores on `self`): the load raises `UnpicklingError`. The message
 names the culprit and where it is saved (`'args'`: an argparse.Namespace, saved at line 58, or
 at `train.py:58` for a checkpoint another project file saves under the file name this load
 reads). The same for `resume_or_load(...)` of an fvcore / detectron2 checkpointer whose
