@@ -294,7 +294,8 @@ class ClassValues:
         if name == "*":
             return True
         classes = self._mro(klass)
-        if not any(type(s) is cst.FunctionDef and s.name.value == "forward" for each in classes for s in each.body.body):
+        if not any(type(s) is cst.FunctionDef and s.name.value == "forward"
+                   for each in classes for s in each.body.body):
             return True  # no `forward` here: a base of another file runs it, or callers use the parts
         classes += [other for other in self.index.nodes(cst.ClassDef)
                     if other not in classes and klass in self._mro(other)]

@@ -108,7 +108,8 @@ features = torch.cat(features)
 Not flagged: `.item()`, `float(t)`, `.detach()` (also `.detach().cpu()`), `.tolist()`, `.data`;
 calls that do not grow a container (`writer.add_scalar("loss", loss, step)`); code under
 `torch.no_grad()`; per-iteration containers (also a list made afresh in each iteration of an
-outer loop that holds only losses an inner loop has already backpropagated); and loss terms summed over heads in a loop without a
+outer loop that holds only losses an inner loop has already backpropagated); and loss terms
+summed over heads in a loop without a
 backward pass whose sum is then returned or backpropagated (`total = 0; for h in heads: total +=
 F.mse_loss(h(x), y); total.backward()`). For model outputs also: outputs of a callee the analysis
 cannot see (`model = make_encoder()`); code run without grad by a decorator, a caller's

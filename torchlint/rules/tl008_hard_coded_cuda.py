@@ -192,7 +192,8 @@ def _only_reported(sem: Semantic, node: cst.CSTNode) -> bool:
     for ancestor in sem.ancestors(node):
         if isinstance(ancestor, cst.Call):
             func = ancestor.func
-            name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+            name = func.value if isinstance(func, cst.Name) else (
+                func.attr.value if isinstance(func, cst.Attribute) else "")
             if name in _REPORTING:
                 return True
         if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):

@@ -235,7 +235,8 @@ def _moved_in_project(sem: Semantic, klass) -> Optional[tuple]:
     """(the call, "train.py:12") for a call of another project file that moves an instance of
     `klass` to a device (`model = Net().to(device)` with `Net` imported from this file)."""
     def match(other, call, is_instance) -> bool:
-        if not (method_call(call, *_ACCELERATOR_MOVES) or method_call(call, "to") and devices.is_device_move(other, call)):
+        if not (method_call(call, *_ACCELERATOR_MOVES)
+                or method_call(call, "to") and devices.is_device_move(other, call)):
             return False
         return is_instance(call.func.value)
     return project_uses.instance_call(sem, klass, ("cuda", ), match) or \

@@ -27,7 +27,8 @@ class RequireGradTypo(Rule):
 An **error** when `require_grad = False` lands on a parameter or a module: nothing is frozen and it
 keeps training. A **note** when it lands on the parameters of a loop `for p in
 model.backbone.parameters():` that no optimizer of the file holds (every optimizer is built over
-another part, `model.head.parameters()`): they are not updated anyway. A **note** on a tensor made by a factory that never required grad (a positional
+another part, `model.head.parameters()`): they are not updated anyway. A **note** on a tensor
+made by a factory that never required grad (a positional
 encoding), where the typo has no effect; a **warning** otherwise.
 """
     triggers = ("require_grad",)
@@ -111,7 +112,9 @@ an augmented or annotated assignment, or for a module whose value is not a plain
         is_module = facts.kind == v.MODULE or is_self
         is_tensor = facts.kind in v.TENSOR_KINDS
         requires = facts.kind == v.PARAMETER or facts.autograd in (v.AG_LEAF, v.AG_REQUIRES)
-        outside = _optimizers_never_hold(sem, receiver, target) if (is_module or requires) and literal is False else None
+        outside = None
+        if (is_module or requires) and literal is False:
+            outside = _optimizers_never_hold(sem, receiver, target)
         if outside is not None:
             severity, effect = Severity.NOTE, (
                 f"freezes nothing, but no optimizer of this file holds these parameters (it is built over "
