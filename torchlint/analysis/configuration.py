@@ -124,7 +124,8 @@ def _attribute_off(sem, attribute: cst.Attribute) -> bool:
         if isinstance(value, cst.Name):
             function = sem.function_of(assign)
             param = _param(function, value.value) if function is not None else None
-            if param is not None and param.default is not None and _false_literal(param.default):
+            if param is not None and param.default is not None and _false_literal(param.default) \
+                    and not _passed_by_a_caller(sem, klass.name.value, function, param):
                 continue
         return False
     # Written from outside (`model.use_checkpoint = True`)?
@@ -141,7 +142,8 @@ def _name_off(sem, name: cst.Name) -> bool:
         if param is not None:
             rebound = any(isinstance(t.target, cst.Name) and t.target.value == name.value
                           for assign in sem.index.descendants(function, cst.Assign) for t in assign.targets)
-            return param.default is not None and _false_literal(param.default) and not rebound
+            return param.default is not None and _false_literal(param.default) and not rebound \
+                and not _passed_by_a_caller(sem, function.name.value, function, param)
     values = [assign.value for assign in sem.index.nodes(cst.Assign)
               if any(isinstance(t.target, cst.Name) and t.target.value == name.value for t in assign.targets)]
     if not values or not all(_false_literal(v) for v in values):
@@ -149,6 +151,30 @@ def _name_off(sem, name: cst.Name) -> bool:
     # only module-level bindings, and no `global` rebinding elsewhere
     return not any(name.value in [n.name.value for n in g.names if isinstance(n.name, cst.Name)]
                    for g in sem.index.nodes(cst.Global))
+
+
+def _passed_by_a_caller(sem, callee: str, function: cst.FunctionDef, param: cst.Param) -> bool:
+    """Whether some call of the file spelled `callee(...)` / `x.callee(...)` may pass `param` a
+    value other than False (`Tower(8, remat=True)`, `train(model, True)`, `**options`)."""
+    positional = [p.name.value for p in list(function.params.posonly_params) + list(function.params.params)]
+    if positional and positional[0] in ("self", "cls"):
+        positional = positional[1:]
+    index = positional.index(param.name.value) if param.name.value in positional else None
+    for call in sem.index.nodes(cst.Call):
+        func = call.func
+        spelled = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) \
+            else None
+        if spelled != callee:
+            continue
+        plain = [a for a in call.args if a.keyword is None and not a.star]
+        for arg in call.args:
+            if arg.star:
+                return True  # `*args` / `**options`: cannot tell
+            if arg.keyword is not None and arg.keyword.value == param.name.value and not _false_literal(arg.value):
+                return True
+        if index is not None and len(plain) > index and not _false_literal(plain[index].value):
+            return True
+    return False
 
 
 def _param(function: cst.FunctionDef, name: str) -> Optional[cst.Param]:
