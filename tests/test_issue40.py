@@ -260,3 +260,13 @@ def test_a_switch_a_caller_turns_on_is_not_off_by_default():
     path = Path(__file__).resolve().parent.parent / "fixtures/TL213/switch_off_by_default.py"
     found = {f.start.row: f for f in lint_source(path.read_text(encoding="utf-8"), str(path), select=["TL213"])}
     assert found[44].severity is Severity.WARNING and "switched on" not in found[44].message
+
+
+def test_a_fix_in_a_cell_indented_as_a_whole_is_applied():
+    from torchlint.fixer import fix_notebook
+
+    data = _notebook("import torch\nx = torch.randn(3, 4)\n", "    z = x.t().view(-1)\n    w = 1\n")
+    rules = [r for r in all_rules() if r.code == "TL004"]
+    fixed = fix_notebook("nb.ipynb", data, rules, unsafe=False)
+    cells = json.loads(fixed.new)["cells"]
+    assert "".join(cells[1]["source"]) == "    z = x.t().contiguous().view(-1)\n    w = 1\n"
