@@ -149,6 +149,13 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
     def _report_import(self, use: drift.Use, ctx: RuleContext) -> None:
         change = use.change
         names = ", ".join(f"`{n}`" for n in use.names)
+        early = _pinned_before_addition(ctx.semantic, change)
+        if early is not None:
+            pinned, added = early
+            ctx.report(use.node, f"imports {names}, which the pinned {change.api.split('.')[0]} {pinned} does not "
+                                 f"have yet (added in {added}): the import raises `{change.headline}`; pin a "
+                                 f"release from {added} on or use the API of the pinned one", severity=Severity.ERROR)
+            return
         if drift.reference_fails(change):
             ctx.report(use.node, f"imports {names}, removed ({self._since(change)}): the import raises "
                                  f"`{change.headline}`; use {change.replacement}", severity=Severity.ERROR)
@@ -197,6 +204,19 @@ def _pinned_before_removal(sem, change: ApiChange) -> bool:
     added = next((release for api, release in _ADDED_IN.items()
                   if change.api == api or change.api.startswith(api + ".")), None)
     return added is None or pins.runs_release_at_least(sem, package, added)
+
+
+def _pinned_before_addition(sem, change: ApiChange):
+    """(the pinned release, the release that added the API) when the program pins a release
+    older than the one that added it (`torchtext==0.8.1` and `torchtext.legacy`, added in 0.9)."""
+    package = change.api.split(".")[0]
+    added = next((release for api, release in _ADDED_IN.items()
+                  if change.api == api or change.api.startswith(api + ".")), None)
+    if added is None or not pins.runs_release_below(sem, package, added):
+        return None
+    version, inclusive = pins.pinned(sem, package)
+    spelled = ".".join(map(str, version))
+    return (spelled if inclusive else f"< {spelled}"), added
 
 
 def _positional(call: cst.Call) -> Optional[Tuple[cst.Arg, ...]]:
