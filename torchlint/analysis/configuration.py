@@ -153,9 +153,14 @@ def _name_off(sem, name: cst.Name) -> bool:
                    for g in sem.index.nodes(cst.Global))
 
 
-def _passed_by_a_caller(sem, callee: str, function: cst.FunctionDef, param: cst.Param) -> bool:
+def _passed_by_a_caller(sem, callee: str, function: cst.FunctionDef, param: cst.Param,
+                        depth: int = 0) -> bool:
     """Whether some call of the file spelled `callee(...)` / `x.callee(...)` may pass `param` a
-    value other than False (`Tower(8, remat=True)`, `train(model, True)`, `**options`)."""
+    value other than False (`Tower(8, remat=True)`, `train(model, True)`, `**options`). A value
+    that is itself off by default passes False (`memory_efficient=memory_efficient` in a function
+    whose own parameter defaults to False and no caller sets)."""
+    if depth > 4:
+        return True
     positional = [p.name.value for p in list(function.params.posonly_params) + list(function.params.params)]
     if positional and positional[0] in ("self", "cls"):
         positional = positional[1:]
@@ -170,10 +175,33 @@ def _passed_by_a_caller(sem, callee: str, function: cst.FunctionDef, param: cst.
         for arg in call.args:
             if arg.star:
                 return True  # `*args` / `**options`: cannot tell
-            if arg.keyword is not None and arg.keyword.value == param.name.value and not _false_literal(arg.value):
+            if arg.keyword is not None and arg.keyword.value == param.name.value \
+                    and not _value_off(sem, arg.value, depth):
                 return True
-        if index is not None and len(plain) > index and not _false_literal(plain[index].value):
+        if index is not None and len(plain) > index and not _value_off(sem, plain[index].value, depth):
             return True
+    return False
+
+
+def _value_off(sem, expr: cst.BaseExpression, depth: int) -> bool:
+    """False, None, 0, or a parameter of the enclosing function (a `self.` attribute of its class)
+    that is off by default."""
+    if _false_literal(expr):
+        return True
+    if isinstance(expr, cst.Name):
+        function = sem.function_of(expr)
+        param = _param(function, expr.value) if function is not None else None
+        if param is None or param.default is None or not _false_literal(param.default):
+            return False
+        owner = function.name.value
+        if owner == "__init__":
+            klass = next((a for a in sem.ancestors(function) if isinstance(a, cst.ClassDef)), None)
+            if klass is None:
+                return False
+            owner = klass.name.value
+        return not _passed_by_a_caller(sem, owner, function, param, depth + 1)
+    if isinstance(expr, cst.Attribute) and _is_self(expr):
+        return _attribute_off(sem, expr)
     return False
 
 
