@@ -261,7 +261,7 @@ def test_a_switch_a_caller_turns_on_is_not_off_by_default():
     found = {f.start.row: f for f in lint_source(path.read_text(encoding="utf-8"), str(path), select=["TL213"])}
     assert found[44].severity is Severity.WARNING and "switched on" not in found[44].message
     # passed down from a parameter that is itself off by default (Outer(low_memory=False))
-    assert found[57].severity is Severity.NOTE
+    assert found[59].severity is Severity.NOTE
 
 
 def test_a_fix_in_a_cell_indented_as_a_whole_is_applied():
