@@ -188,7 +188,12 @@ def run_rules(semantic: Semantic, path: str, rules: Sequence[Rule], result: File
                 ctx.reports = [r for r in ctx.reports if r.rule is not rule]
                 result.internal_error = True
                 result.findings.append(diagnostics.internal_error(path, rule.code, error))
-    return ctx.reports
+    if not ctx.reports:
+        return ctx.reports
+    from torchlint.analysis.configuration import lower_off_branches
+
+    # A finding on a branch the default configuration never takes is one step less severe.
+    return lower_off_branches(semantic, ctx.reports)
 
 
 def to_findings(

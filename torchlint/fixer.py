@@ -138,13 +138,19 @@ def _parses_or_recovers(text: str) -> bool:
 
 
 def _changed_spans(original: str, masked: str) -> List[Tuple[int, int]]:
-    """Offset ranges of the lines that masking changed (same length lines, so same offsets)."""
-    spans = []
+    """Offset ranges (in `original`) of the lines that masking changed. Masking keeps the lines
+    (and their lengths, but for a notebook marker line that carries `if 1: ` before an indented
+    cell), so the lines are compared one by one."""
+    spans: List[Tuple[int, int]] = []
     if original == masked:
         return spans
     starts = line_starts(original) + [len(original)]
-    for begin, end in zip(starts, starts[1:]):
-        if original[begin:end] != masked[begin:end]:
+    masked_starts = line_starts(masked) + [len(masked)]
+    for index, (begin, end) in enumerate(zip(starts, starts[1:])):
+        if index + 1 >= len(masked_starts):
+            spans.append((begin, end))
+            continue
+        if original[begin:end] != masked[masked_starts[index]:masked_starts[index + 1]]:
             spans.append((begin, end))
     return spans
 

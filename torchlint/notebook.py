@@ -19,12 +19,17 @@ itself recognises it, at the start of a logical line (not inside strings, bracke
 backslash continuation):
 
 - line magics `%time f()`, shell escapes `!ls` / `!!ls`, help `?x`, `??x`, `x?`, `x.y??`,
+  automagics (a line magic's name without `%`, `pip install torchviz`, in a line that is not
+  Python by itself),
   autocall `/f 1 2`, `,f a b`, `;f a b`;
 - assignments from them, `files = !ls`, `t = %timeit -o f()` (the right-hand side is masked);
 - a cell magic `%%time` on the first line: the magic line is masked and the body linted when the
   body is Python (`time`, `timeit`, `capture`, ...); any other cell magic (`%%bash`,
   `%%writefile`) makes the whole cell a comment;
-- backslash continuation lines of a masked line.
+- backslash continuation lines of a masked line;
+- a cell indented as a whole (IPython strips the first line's indentation from every line that
+  starts with it): linted as the body of an `if 1:` block written on its marker line, so rows
+  and columns stay those of the cell.
 
 Cells are numbered from 1 over all cells (markdown too), as Jupyter shows them; findings carry the
 number in `Finding.cell` with rows and columns relative to the cell (a fix whose edits reach into
@@ -144,6 +149,25 @@ class _Scanner:
         return question
 
 
+# Line magics IPython runs without the `%` (automagic, on by default) when no variable of the
+# name shadows them: `pip install torchviz`, `cd data`, `load_ext autoreload`.
+_AUTOMAGICS = frozenset("""
+pip conda mamba cd ls pwd mkdir rmdir rm cp mv cat env load_ext reload_ext unload_ext matplotlib
+autoreload time timeit run config history who whos reset lsmagic bookmark alias unalias tensorboard
+""".split())
+_AUTOMAGIC = re.compile(r"[ \t]*([A-Za-z_]\w*)[ \t]+(?![ \t]*=)(?=\S)")
+
+
+def _is_automagic(body: str) -> bool:
+    """`pip install torchviz` at the start of a logical line: a line magic's name, then
+    arguments, in a line that is not Python by itself (so `time = 3`, `ls -la` as arithmetic and
+    `cd(x)` stay Python, as IPython keeps them where a variable shadows the magic)."""
+    match = _AUTOMAGIC.match(body)
+    if match is None or match.group(1) not in _AUTOMAGICS:
+        return False
+    return not _complete(body.strip() + "\n")
+
+
 def mask_magics(source: str) -> str:
     """`source` with IPython-only syntax replaced by Python of the same length on every line."""
     lines = _split(source)
@@ -167,7 +191,7 @@ def mask_magics(source: str) -> str:
             assign = _ASSIGN.match(body)
             if assign:
                 masked = body[: assign.end()] + "_".ljust(len(body) - assign.end())
-            elif _ESCAPE.match(body):
+            elif _ESCAPE.match(body) or _is_automagic(body):
                 masked = _as_statement(body, _indent(body))
             elif "?" in body and _HELP_END.match(body):
                 probe = _Scanner()
@@ -187,6 +211,36 @@ def mask_magics(source: str) -> str:
             index += 1
         scanner = _Scanner()
     return "".join(out)
+
+
+# IPython strips the first line's indentation from every line of a cell that starts with it
+# (`leading_indent`), so a cell indented as a whole runs. Linted, such a cell's marker line
+# becomes `if 1: # torchlint-cell ...`: the cell is that block's body, rows and columns unchanged.
+INDENTED_CELL_HEADER = "if 1: "
+
+
+def indented_cell(masked: str) -> bool:
+    """A cell (masked) whose first line is indented, that is not Python as written but is as
+    IPython runs it (inside a block, which is what stripping the common indentation amounts to)."""
+    first = next((line for line in _split(masked) if line.strip()), None)
+    if first is None or first[0] not in " \t":
+        return False
+    return not _complete(masked) and _complete("if 1:\n" + masked)
+
+
+def lint_cell(source: str, path: str, rules) -> FileResult:
+    """One cell linted on its own, as IPython runs it: magics masked, an indented cell inside a
+    block (rows then moved back by the one line added)."""
+    from torchlint.engine import lint_text
+
+    masked = mask_magics(source)
+    if not indented_cell(masked):
+        return lint_text(masked, path, rules)
+    result = lint_text("if 1:\n" + masked, path, rules)
+    result.findings = [replace(f, start=Location(max(f.start.row - 1, 1), f.start.column),
+                               end=Location(max(f.end.row - 1, 1), f.end.column), fix=None)
+                       for f in result.findings]
+    return result
 
 
 class NotebookError(ValueError):
@@ -299,7 +353,10 @@ class JoinedCells:
 
         def flush() -> None:
             if cell:
-                out.append(mask_magics("".join(cell)))
+                masked = mask_magics("".join(cell))
+                if out and indented_cell(masked) and self._marker_number(out[-1]) is not None:
+                    out[-1] = INDENTED_CELL_HEADER + out[-1]
+                out.append(masked)
                 cell.clear()
 
         for line in _split(text):
@@ -365,7 +422,8 @@ def join_cells(cells: Sequence[Tuple[int, str]], skip_incomplete: bool = False) 
         ends_with_newline = source.endswith(("\n", "\r"))
         text = source if ends_with_newline else source + "\n"
         masked = mask_magics(text)  # what `joined.mask` gives for this cell
-        if not (_complete(masked) or legacy_syntax.complete_after_recovery(masked, _complete)):
+        indented = indented_cell(masked)
+        if not (indented or _complete(masked) or legacy_syntax.complete_after_recovery(masked, _complete)):
             if not skip_incomplete:
                 return None
             skipped.append(number)
@@ -377,7 +435,7 @@ def join_cells(cells: Sequence[Tuple[int, str]], skip_incomplete: bool = False) 
         joined.ends_with_newline[number] = ends_with_newline
         marker = joined.marker(number)
         parts += [marker, text]
-        masked_parts += [marker, masked]
+        masked_parts += [INDENTED_CELL_HEADER + marker if indented else marker, masked]
     if not joined.ends_with_newline:
         return None
     joined.text, joined.masked = "".join(parts), "".join(masked_parts)
@@ -395,12 +453,10 @@ def with_skipped_cells(joined: JoinedCells, findings: Sequence[Finding], cells: 
 
 def skipped_cell_findings(joined: JoinedCells, cells: Sequence[Tuple[int, str]], path: str, rules) -> List[Finding]:
     """The findings (the parse diagnostic) of each cell `joined` left out, linted on its own."""
-    from torchlint.engine import lint_text
-
     out: List[Finding] = []
     for number, source in cells:
         if number in joined.skipped:
-            out.extend(in_cell(finding, number) for finding in lint_text(mask_magics(source), path, rules).findings)
+            out.extend(in_cell(finding, number) for finding in lint_cell(source, path, rules).findings)
     return out
 
 
@@ -458,7 +514,7 @@ def lint_notebook(path: str, data: bytes, rules: Sequence) -> FileResult:
     for number, source in cells:
         if not source.strip():
             continue
-        cell_result = lint_text(mask_magics(source), path, rules)
+        cell_result = lint_cell(source, path, rules)
         for finding in cell_result.findings:
             result.findings.append(in_cell(finding, number))
         result.internal_error |= cell_result.internal_error

@@ -44,6 +44,24 @@ NUMPY_FUNCTIONS = frozenset({
     "mean", "sum", "std", "var", "max", "min", "median", "average", "argmax", "argmin", "exp", "log", "sqrt",
     "float16", "float32", "float64", "int32", "int64", "uint8", "bool_",
 })
+# ndarray methods that give an ndarray back (`a.astype("float32")`).
+NDARRAY_METHODS = frozenset({"astype", "reshape", "transpose", "copy", "squeeze", "flatten", "ravel", "clip"})
+# Every NumPy function whose result is an ndarray (for a method chain rooted at one).
+_NUMPY_ARRAY_ROOTS = NUMPY_FUNCTIONS | frozenset({"sin", "cos", "tanh", "abs", "clip", "where", "load",
+                                                   "random.rand", "random.randn", "random.randint",
+                                                   "random.uniform", "random.normal"})
+
+
+def _numpy_made(sem, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """`np.sin(x)`, `np.array(v).reshape(2, 3)`: a NumPy call, or an ndarray method of one."""
+    if depth > 6 or type(expr) is not cst.Call:
+        return False
+    name = sem.qualified_name(expr.func)
+    if name is not None and name.startswith("numpy.") and name[len("numpy."):] in _NUMPY_ARRAY_ROOTS:
+        return True
+    return method_call_in(expr, NDARRAY_METHODS) and _numpy_made(sem, expr.func.value, depth + 1)
+
+
 # Methods only an object with parameters has (an nn.Module): `model.parameters()`.
 MODULE_ONLY_METHODS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children"})
 # What each refused kind of value is called in a message, and what to save instead.
@@ -211,6 +229,12 @@ def _combine(sem, parts, depth: int) -> Content:
 
 def _call_content(sem, call: cst.Call, depth: int) -> Optional[Content]:
     func = call.func
+    if method_call(call, "state_dict"):
+        held = _object_in_scheduler_state(sem, func.value)
+        if held is not None:
+            return Content(UNLOADABLE, f"a scheduler state dict holding {held}", call,
+                           "save the wrapped scheduler's own `state_dict()` beside it, or pass "
+                           "`weights_only=False` for a file you trust")
     if method_call_in(call, LOADABLE_METHODS):
         return _WEIGHTS
     if method_call(call, "parse_args"):
@@ -222,6 +246,9 @@ def _call_content(sem, call: cst.Call, depth: int) -> Optional[Content]:
     name = sem.qualified_name(func)
     if name is not None and name.startswith("numpy.") and name[len("numpy."):] in NUMPY_FUNCTIONS:
         return Content(UNLOADABLE, "a NumPy value", call, "save a tensor, or a Python number with `float(...)`")
+    if method_call_in(call, NDARRAY_METHODS) and _numpy_made(sem, call.func.value):
+        # `np.sin(x).astype("float64")`: an ndarray method of a NumPy result gives an ndarray
+        return Content(UNLOADABLE, "a NumPy array", call, "save a tensor (`torch.from_numpy(...)`) instead")
     if name in ("argparse.Namespace",):
         return Content(UNLOADABLE, "an argparse.Namespace", call, "save a dict of the options")
     if name in ("collections.defaultdict",):
@@ -234,6 +261,58 @@ def _call_content(sem, call: cst.Call, depth: int) -> Optional[Content]:
     value = sem.values.of(func)
     if value.kind == CLASS:  # an instance of a class of this file (not a module: those are MODULE)
         return Content(UNLOADABLE, "an instance of a class of this file", call, "save its fields as a dict")
+    return None
+
+
+# Learning-rate schedulers whose `state_dict()` is torch's `LRScheduler.state_dict`: every
+# attribute but the optimizer. GradualWarmupScheduler (ildoonet/pytorch-gradual-warmup-lr,
+# warmup_scheduler/scheduler.py, read) keeps the `after_scheduler` it is given.
+_WARMUP_SCHEDULERS = {"warmup_scheduler.GradualWarmupScheduler": ("after_scheduler", 3),
+                      "warmup_scheduler.scheduler.GradualWarmupScheduler": ("after_scheduler", 3)}
+_SCHEDULER_BASES = ("torch.optim.lr_scheduler.LRScheduler", "torch.optim.lr_scheduler._LRScheduler")
+
+
+def _object_in_scheduler_state(sem, receiver: cst.BaseExpression) -> Optional[str]:
+    """What object a scheduler's `state_dict()` holds, when it certainly holds one: the
+    `after_scheduler` given to a GradualWarmupScheduler, or, for a scheduler class of this file
+    that derives from torch's LRScheduler and keeps its own `state_dict`, an argument stored on
+    `self` that is a scheduler or an instance of a class (measured on torch 2.13: such a state
+    dict saved and loaded with `weights_only=True` raises `UnpicklingError`)."""
+    made = sem.assigned_value(receiver) if isinstance(receiver, (cst.Name, cst.Attribute)) else receiver
+    if not isinstance(made, cst.Call):
+        return None
+    name = sem.qualified_name(made.func) or ""
+    if name in _WARMUP_SCHEDULERS:
+        keyword, position = _WARMUP_SCHEDULERS[name]
+        given = argument(made, position, keyword)
+        if given is not None and not (isinstance(given, cst.Name) and given.value == "None"):
+            return f"the `{keyword}` object (`{' '.join(sem.source(given).split())[:40]}`)"
+        return None
+    klass = sem.values.of(made.func)
+    klass = klass.detail if klass.kind == CLASS else None
+    if not isinstance(klass, cst.ClassDef) or not any(
+            (sem.qualified_name(base.value) or "") in _SCHEDULER_BASES for base in klass.bases):
+        return None
+    methods = {s.name.value: s for s in klass.body.body if isinstance(s, cst.FunctionDef)}
+    init = methods.get("__init__")
+    if "state_dict" in methods or init is None:
+        return None
+    params = [p.name.value for p in init.params.params][1:]
+    stored = {}
+    for assign in sem.index.descendants(init, cst.Assign):
+        for target in assign.targets:
+            t = target.target
+            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self" \
+                    and isinstance(assign.value, cst.Name) and assign.value.value in params:
+                stored[assign.value.value] = t.attr.value
+    for index, param in enumerate(params):
+        if param not in stored:
+            continue
+        given = argument(made, index, param)
+        if isinstance(given, cst.Call):
+            given_name = sem.qualified_name(given.func) or ""
+            if given_name.startswith("torch.optim.lr_scheduler.") or sem.values.of(given.func).kind == CLASS:
+                return f"`self.{stored[param]}` (`{' '.join(sem.source(given).split())[:40]}`)"
     return None
 
 
@@ -375,6 +454,9 @@ def file_name(sem, expr: Optional[cst.BaseExpression], _depth: int = 0) -> Optio
         if sem.qualified_name(expr.func) in ("os.path.join", "posixpath.join") and expr.args \
                 and not any(arg.star or arg.keyword for arg in expr.args):
             return file_name(sem, expr.args[-1].value, _depth + 1)
+        if type(expr.func) is cst.Name and expr.func.value == "open" and sem.scopes.lookup("open", expr) is None \
+                and expr.args and expr.args[0].keyword is None and not expr.args[0].star:
+            return file_name(sem, expr.args[0].value, _depth + 1)  # `torch.save(x, open("a.pt", "wb"))`
         return None
     if kind is cst.BinaryOperation and type(expr.right) is cst.SimpleString:
         value = expr.right.evaluated_value

@@ -260,6 +260,8 @@ class ClassValues:
         found = None
         for each in self._mro(klass):
             for name in self._writes_of(each):
+                if not self._may_run_attribute(klass, name):
+                    continue  # `self.dropout = nn.Dropout(p)` that no method calls
                 value = self.class_attribute(klass, name)
                 candidates = [value]
                 if value.kind == CONTAINER and value.element is not None:
@@ -281,6 +283,61 @@ class ClassValues:
             found = inherited[0][1] if inherited else None
         self._memo[key] = Value(UNKNOWN, detail=found)
         return found
+
+    def _may_run_attribute(self, klass: cst.ClassDef, name: str) -> bool:
+        """Whether a method of `klass` (or of its same-file bases and subclasses) may run the
+        submodule stored in `self.<name>`: some read of it other than a store, outside an
+        `if self.<flag>:` whose flag the classes only ever set to False. Always, where the
+        classes reach their submodules another way (`getattr(self, ...)`, `self.children()`,
+        `self.modules()`, `self._modules`, `self.named_*`), define no `forward`, or the attribute
+        is `"*"`."""
+        if name == "*":
+            return True
+        classes = self._mro(klass)
+        if not any(type(s) is cst.FunctionDef and s.name.value == "forward"
+                   for each in classes for s in each.body.body):
+            return True  # no `forward` here: a base of another file runs it, or callers use the parts
+        classes += [other for other in self.index.nodes(cst.ClassDef)
+                    if other not in classes and klass in self._mro(other)]
+        for each in classes:
+            for node in self.index.descendants(each, cst.Call):
+                func = node.func
+                if type(func) is cst.Name and func.value == "getattr" or type(func) is cst.Attribute and \
+                        type(func.value) is cst.Name and func.value.value == "self" and \
+                        func.attr.value in ("children", "modules", "named_children", "named_modules"):
+                    return True
+            for node in self.index.descendants(each, cst.Attribute):
+                if type(node.value) is not cst.Name or node.value.value != "self":
+                    continue
+                if node.attr.value == "_modules":
+                    return True
+                if node.attr.value != name or self._is_store(node):
+                    continue
+                if not self._under_false_flag(node, classes):
+                    return True
+        return False
+
+    def _is_store(self, node: cst.Attribute) -> bool:
+        parent = self.index.parent.get(node)
+        return type(parent) in (cst.AssignTarget, cst.AnnAssign, cst.AugAssign) and \
+            getattr(parent, "target", None) is node
+
+    def _under_false_flag(self, node: cst.CSTNode, classes: List[cst.ClassDef]) -> bool:
+        """`node` is in the body of `if self.flag:` (or `if self.flag and ...:`) where every write
+        of `self.flag` in `classes` is the literal False."""
+        child = node
+        parent = self.index.parent.get(node)
+        while parent is not None and type(parent) is not cst.FunctionDef:
+            if type(parent) is cst.If and child is parent.body:
+                test = parent.test
+                while type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+                    test = test.left
+                if type(test) is cst.Attribute and type(test.value) is cst.Name and test.value.value == "self":
+                    writes = [w for each in classes for w in self._writes_of(each).get(test.attr.value, [])]
+                    if writes and all(isinstance(w[0], cst.Name) and w[0].value == "False" for w in writes):
+                        return True
+            child, parent = parent, self.index.parent.get(parent)
+        return False
 
     def held_stochastic(self, klass: cst.ClassDef) -> List[Tuple[str, str]]:
         """(attribute, description) for every attribute of `klass` (assigned by it or its

@@ -197,15 +197,23 @@ def _is_choice_condition(sem: "Semantic", test: cst.CSTNode) -> bool:
     """A condition that picks between the CPU and an accelerator: `torch.cuda.is_available()`,
     `args.cuda`, `use_gpu`, `device == "cpu"`. Not one that counts or picks GPUs
     (`torch.cuda.device_count() > 1`, `args.ngpu > 1`), nor one that follows where a tensor
-    already is (`x.is_cuda`, `x.device.type == "cuda"`, `on_cuda = next(m.parameters()).is_cuda`)."""
+    already is (`x.is_cuda`, `x.device.type == "cuda"`, `on_cuda = next(m.parameters()).is_cuda`),
+    nor one that merely calls `.cuda()` on the way (`if predict(x.cuda()) != y:`)."""
     text = _text(sem, test)
     if "is_available" in text:
         return True
     if _MULTI_GPU_WORDS.search(text):
         return False
     return any(_CHOICE_WORDS.search(dotted) and not _follows_a_tensor(sem, node)
-               and _names_a_setting(sem, node)
+               and not _is_called(sem, node) and _names_a_setting(sem, node)
                for node, dotted in _references(sem, test))
+
+
+def _is_called(sem: "Semantic", node: cst.CSTNode) -> bool:
+    """`….cuda` of `torch.tensor(d).cuda()` in `if predict(x0 + torch.tensor(d).cuda()) != y0:`:
+    a placement made while computing the condition, not a setting the condition reads."""
+    parent = sem.parent(node)
+    return isinstance(parent, cst.Call) and parent.func is node
 
 
 def _names_a_setting(sem: "Semantic", node: cst.CSTNode) -> bool:
@@ -293,7 +301,7 @@ def file_device_choice(sem: "Semantic") -> Optional[cst.CSTNode]:
     that moves something (`if args.cuda: model.cuda()`), a flag computed from
     `torch.cuda.is_available()` (`use_cuda = ...`), or a `--cuda`/`--no-cuda`/`--device`
     command-line option."""
-    def compute() -> Optional[cst.CSTNode]:
+    def compute() -> List[cst.CSTNode]:
         found: List[cst.CSTNode] = []
         for node in sem.index.nodes(cst.IfExp):
             if _is_choice_condition(sem, node.test) and (
@@ -315,10 +323,18 @@ def file_device_choice(sem: "Semantic") -> Optional[cst.CSTNode]:
                 flags = [string_value(a.value) for a in call.args if a.keyword is None]
                 if any(f is not None and _DEVICE_FLAG.match(f) for f in flags):
                     found.append(call)
-        return min(found, key=sem.index.order.__getitem__) if found else None
+        return sorted(found, key=sem.index.order.__getitem__)
     if _requires_cuda_anyway(sem):
         return None
-    return cached(sem, "file_choice", compute)
+    found = cached(sem, "file_choices", compute)
+    return found[0] if found else None
+
+
+def file_device_choices(sem: "Semantic") -> List[cst.CSTNode]:
+    """Every place `file_device_choice` considers, in document order (empty when it is None)."""
+    if file_device_choice(sem) is None:
+        return []
+    return cached(sem, "file_choices", lambda: [])
 
 
 def device_parameter(sem: "Semantic", node: cst.CSTNode) -> Optional[cst.Param]:

@@ -33,6 +33,14 @@ _TRANSPARENT_DECORATORS = frozenset({"staticmethod", "classmethod", "property", 
                                      "torch.compile", "abstractmethod", "abc.abstractmethod"})
 
 
+# Method names that torch's own classes (modules, tensors, optimizers, schedulers) or common
+# libraries also have: a call `x.step()` on an unknown `x` may be any of them.
+_COMMON_METHOD_NAMES = frozenset("""
+step update reset train eval to cuda cpu apply load save run fit predict forward zero_grad
+parameters modules children state_dict load_state_dict half float double type cat view add sub mul
+copy clone detach item numpy append extend get set pop close open write read start stop
+""".split())
+
 class ParameterValues:
     """What a parameter is and the contexts functions run in
     (a mixin of `torchlint.analysis.interpreter.Values`)."""
@@ -203,6 +211,8 @@ class ParameterValues:
         if self._is_entry_point(function, klass):
             return GRAD_INHERITED
         sites = self._sites(function)
+        if not sites and klass is not None:
+            sites = self._unresolved_method_sites(function)
         if not sites or self._escapes_function(function):
             return GRAD_INHERITED
         modes = set()
@@ -341,6 +351,25 @@ class ParameterValues:
                     found.append((call, {id(params[0]): Value(MODULE, AG_NONE, module=ModuleInfo())},
                                   self.frame_of(call)))
         self._call_sites[key] = found
+        return found
+
+    def _unresolved_method_sites(self, function: cst.FunctionDef) -> list:
+        """For the grad mode only: the calls `x.fuse()` of a method whose receiver the value model
+        cannot name (`def export(net): with torch.no_grad(): net.fuse()`), when no other function
+        of the file is spelled like the method and the name is not one that torch's own classes
+        have (`step`, `train`, `update`). (call, None, caller frame) each."""
+        name = function.name.value
+        if name in _COMMON_METHOD_NAMES or name.startswith("_") or any(
+                other is not function for other in self.index.nodes(cst.FunctionDef) if other.name.value == name):
+            return []
+        found = []
+        for call in self._calls_named(name):
+            if type(call.func) is not cst.Attribute:
+                return []  # called by a bare name: another thing spelled the same
+            owner = self.of(call.func.value)
+            if owner.kind not in (UNKNOWN, BOTTOM, INPUT):
+                return []  # a value the model knows, which `_sites` did not find this method on
+            found.append((call, None, self.frame_of(call)))
         return found
 
     def _calls_named(self, name: str) -> List[cst.Call]:

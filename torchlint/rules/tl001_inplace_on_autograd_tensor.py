@@ -105,7 +105,9 @@ There is no fix for in-place methods without an out-of-place twin (`zero_`, `fil
 `normal_`, ...) or for item assignment.
 
 Not flagged: writes under `torch.no_grad()` / `torch.inference_mode()` (block or decorator, also in
-a function this file only calls from such a block), writes to `.data`, `.detach()` or `.grad`
+a function this file only calls from such a block, through a method called on an argument of
+unknown type too: `with torch.no_grad(): net.fuse()` when `fuse` is the only function of that
+name in the file), writes to `.data`, `.detach()` or `.grad`
 tensors (`p.grad.zero_()`), `torch.nn.init.*_` functions, tensors not known to require grad
 (`torch.zeros(5)`, `torch.from_numpy(a)`), `nn.ReLU(inplace=True)` modules, temporaries, writes
 guarded by an `inplace` flag, and parameters whose `requires_grad` was switched off (also for the

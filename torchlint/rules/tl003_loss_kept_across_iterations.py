@@ -107,7 +107,9 @@ features = torch.cat(features)
 
 Not flagged: `.item()`, `float(t)`, `.detach()` (also `.detach().cpu()`), `.tolist()`, `.data`;
 calls that do not grow a container (`writer.add_scalar("loss", loss, step)`); code under
-`torch.no_grad()`; per-iteration containers; and loss terms summed over heads in a loop without a
+`torch.no_grad()`; per-iteration containers (also a list made afresh in each iteration of an
+outer loop that holds only losses an inner loop has already backpropagated); and loss terms
+summed over heads in a loop without a
 backward pass whose sum is then returned or backpropagated (`total = 0; for h in heads: total +=
 F.mse_loss(h(x), y); total.backward()`). For model outputs also: outputs of a callee the analysis
 cannot see (`model = make_encoder()`); code run without grad by a decorator, a caller's
@@ -149,6 +151,9 @@ accumulator becomes a Python float instead of a tensor.
         if root is not None and root.value != "self":
             if _reset_every_iteration(sem, loop, root, statement, kind):
                 return  # a fresh container every iteration
+            if kind == "append" and _each_backpropagated(sem, loop, losses) and any(
+                    _reset_every_iteration(sem, outer, root, statement, kind) for outer in loops[1:]):
+                return  # at most one outer iteration's losses, each graph already freed by backward
             if not training.backward_calls_under(sem, loop.body):
                 use = _graph_use(sem, root, node)
                 # Loss terms summed to be backpropagated after the loop are intended; summed to
@@ -261,6 +266,14 @@ def _root_name(expr: cst.BaseExpression) -> Optional[cst.Name]:
     while isinstance(expr, (cst.Attribute, cst.Subscript, cst.Call)):
         expr = expr.func if isinstance(expr, cst.Call) else expr.value
     return expr if isinstance(expr, cst.Name) else None
+
+
+def _each_backpropagated(sem, loop: cst.CSTNode, losses: List[cst.BaseExpression]) -> bool:
+    """Every appended loss is a name whose `.backward()` the same loop body calls
+    (`loss.backward(); step_losses.append(loss)`): backward frees its saved tensors."""
+    backpropagated = {c.func.value.value for c in training.backward_calls_under(sem, loop.body)
+                      if isinstance(c.func, cst.Attribute) and isinstance(c.func.value, cst.Name)}
+    return all(isinstance(e, cst.Name) and e.value in backpropagated for e in losses)
 
 
 def _reset_every_iteration(sem, loop: cst.CSTNode, name: cst.Name, growth: cst.CSTNode, kind: str) -> bool:

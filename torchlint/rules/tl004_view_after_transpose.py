@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from torchlint.analysis import shapes
@@ -92,6 +94,8 @@ not flagged.
             return  # `B, N, C = x.shape; x.transpose(1, 2).view(B, C, N)` is a no-op
         if dims is not None and shapes.contiguous_apart_from_size_one(layout, dims):
             return  # `torch.randn(n, 1).t()` moved only a size-1 dimension: still contiguous
+        if _transposed_column(layout.source):
+            return  # `labels.unsqueeze(1).t()`: a 2-D tensor with a size-1 dimension, still contiguous
         if not shapes.view_must_merge_reordered(layout, node):
             order = shapes.layout_order(layout)
             if dims is None or order is None or not shapes.view_merges_across_break(sem, dims, order, node):
@@ -110,6 +114,22 @@ not flagged.
             # Every size known and above 1: it raises on every run; else only for some shapes.
             severity=Severity.ERROR if always else Severity.WARNING,
         )
+
+
+def _transposed_column(source: Optional[cst.CSTNode]) -> bool:
+    """`x.unsqueeze(1).t()`, `x[:, None].t()`: `.t()` takes at most two dimensions, so its input is
+    (n, 1) or (1, n), and the transpose of a tensor with a size-1 dimension is contiguous (measured
+    on torch 2.13: `torch.randn(5, 1).t().is_contiguous()` is True, `.view(-1)` works)."""
+    if not (isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute)
+            and source.func.attr.value == "t" and not source.args):
+        return False
+    inner = source.func.value
+    if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) \
+            and inner.func.attr.value in ("unsqueeze", "unsqueeze_"):
+        return True
+    return isinstance(inner, cst.Subscript) and any(
+        isinstance(element.slice, cst.Index) and isinstance(element.slice.value, cst.Name)
+        and element.slice.value.value == "None" for element in inner.slice)
 
 
 def _operation(expr: cst.CSTNode) -> str:

@@ -7,6 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import autograd, training
+from torchlint.analysis.value import LOSS
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -86,7 +87,9 @@ an attribute that the program reads after the forward and backpropagates in the 
 backward written after the read, in any function of the file): a loss module's `self.loss =
 F.mse_loss(...)` summed into the total loss, as the neural style transfer recipe does (`score =
 sum(sl.loss for sl in style_losses); score.backward()`), unless some read carries it into a
-later step's backward; key/value caches filled
+later step's backward; the same loss module when nothing in its file reads the attribute (its
+reader is in another file: a `forward` that stores a loss in an attribute named for a loss and
+returns its input unchanged); key/value caches filled
 under `if use_cache:` (generation runs under `no_grad`), re-storing the same attribute moved to
 a device (`self.m = self.m.to(x.device)`),
 values already detached (`.detach()`, `.detach().cpu()`, `.item()`, `.clone().detach()`), buffer
@@ -217,8 +220,25 @@ def _loss_for_backward(sem, stored, attribute: cst.Attribute) -> bool:
     back into a later step's loss is the bug itself: its graph was freed by the previous
     backward.)"""
     reads = _reads(sem, attribute)
+    if not reads and _exposes_its_loss(sem, stored, attribute):
+        return True
     return any(training.flows_into_backward(sem, read, after=True) for read in reads) \
         and not _carried_into_later_step(sem, reads)
+
+
+def _exposes_its_loss(sem, stored, attribute: cst.Attribute) -> bool:
+    """A loss module of the style-transfer kind whose reader lives in another file: `forward`
+    stores a loss in `self.loss` (an attribute named for a loss) and returns its input unchanged,
+    so the module exists to hand that loss to the caller's closure, which sums and backpropagates
+    it. Nothing in this file reads it; each call overwrites it, so one graph at most is kept."""
+    if stored.kind != LOSS or "loss" not in attribute.attr.value.lower():
+        return False
+    function = sem.function_of(attribute)
+    if function is None or len(function.params.params) < 2:
+        return False
+    given = function.params.params[1].name.value
+    returns = [r for r in sem.index.descendants(function, cst.Return) if sem.function_of(r) is function]
+    return bool(returns) and all(isinstance(r.value, cst.Name) and r.value.value == given for r in returns)
 
 
 def _carried_into_later_step(sem, reads) -> bool:

@@ -30,6 +30,10 @@ An **error** when the file itself chooses its device (`torch.device("cuda" if
 torch.cuda.is_available() else "cpu")`, `if args.cuda:`, a `--no-cuda` option): the code says it
 runs without a GPU, and there the hard-coded placement raises. A **warning** when the only choice
 is a `device` parameter of the enclosing function: it raises only for callers that pass the CPU.
+A **note** when the file computes a device but never acts on it (`device = torch.device("cuda" if
+torch.cuda.is_available() else "cpu")` that is only printed, a `--no-cuda` option nothing reads):
+the program runs on CUDA only as written, so the hard-coded placement is its design, not a broken
+CPU path.
 """
     docs = """
 ## What it does
@@ -121,6 +125,17 @@ scope, and none for the legacy `torch.cuda.*Tensor` types.
                 else "a CUDA error (`Torch not compiled with CUDA enabled` or `Cannot initialize CUDA`)"
         else:
             error = "`AssertionError: Torch not compiled with CUDA enabled`"
+        file_choice = device_guards.file_device_choice(sem)
+        if file_choice is not None and not any(_choice_used(sem, c) for c in device_guards.file_device_choices(sem)):
+            # `device = torch.device("cuda" if ... else "cpu")` that nothing reads: the program
+            # never runs on the device it computes; it is CUDA-only as written.
+            ctx.report(
+                node,
+                f"`{ctx.short(node, 40)}` hard-codes CUDA, and the device this file computes "
+                f"({_describe_choice(ctx, file_choice)}) is never used: the program runs on CUDA only as "
+                f"written, and without a GPU it fails with {error} — {advice}",
+                fix, severity=Severity.NOTE)
+            return
         ctx.report(
             node,
             f"`{ctx.short(node, 40)}` hard-codes CUDA in code that chooses its device "
@@ -128,8 +143,62 @@ scope, and none for the legacy `torch.cuda.*Tensor` types.
             fix,
             # The file's own choice says it runs without a GPU, where this line raises; a
             # `device` parameter only says that some caller may pass the CPU.
-            severity=Severity.ERROR if device_guards.file_device_choice(sem) is not None else Severity.WARNING,
+            severity=Severity.ERROR if file_choice is not None else Severity.WARNING,
         )
+
+
+_REPORTING = ("print", "info", "debug", "warning", "log", "format", "write", "set_description")
+
+
+def _choice_used(sem: Semantic, choice: cst.CSTNode) -> bool:
+    """Whether the program acts on the device it chooses: an `if` on the condition moves
+    something by construction; a name or option it computes (`device = ...`, `use_cuda = ...`,
+    `--no-cuda`) must be read somewhere other than its own assignment and a print or log call."""
+    if isinstance(choice, cst.If):
+        return True
+    if isinstance(choice, cst.Call):  # parser.add_argument("--no-cuda", ...)
+        flag = device_guards.string_value(choice.args[0].value) if choice.args else None
+        if flag is None:
+            return True
+        dest = flag.lstrip("-").replace("-", "_")
+        keyword = next((a.value for a in choice.args if a.keyword is not None and a.keyword.value == "dest"), None)
+        dest = device_guards.string_value(keyword) or dest
+        return any(a.attr.value == dest for a in sem.index.nodes(cst.Attribute) if not _only_reported(sem, a))
+    statement = sem.statement_of(choice)
+    if not isinstance(statement, (cst.Assign, cst.AnnAssign)):
+        return True
+    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+    names = set()
+    for target in targets:
+        if isinstance(target, cst.Name):
+            names.add(target.value)
+        elif isinstance(target, cst.Attribute):
+            names.add(target.attr.value)
+        else:
+            return True
+    for node in sem.index.nodes(cst.Name):
+        if node.value in names and not sem.index.contains(statement, node) and not _only_reported(sem, node):
+            parent = sem.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.attr is node and \
+                    not isinstance(sem.parent(parent), cst.AssignTarget):
+                return True
+            if not (isinstance(parent, cst.Attribute) and parent.attr is node):
+                return True
+    return False
+
+
+def _only_reported(sem: Semantic, node: cst.CSTNode) -> bool:
+    """`node` is an argument of a print or logging call (`print(device)`, `log.info(...)`)."""
+    for ancestor in sem.ancestors(node):
+        if isinstance(ancestor, cst.Call):
+            func = ancestor.func
+            name = func.value if isinstance(func, cst.Name) else (
+                func.attr.value if isinstance(func, cst.Attribute) else "")
+            if name in _REPORTING:
+                return True
+        if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+            return False
+    return False
 
 
 def _is_construction(sem: Semantic, node: cst.CSTNode) -> bool:

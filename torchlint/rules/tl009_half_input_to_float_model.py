@@ -7,6 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import device_guards, device_state
+from torchlint.analysis import torch_api as api
 from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
@@ -103,7 +104,47 @@ def _half_input(sem: Semantic, value: cst.BaseExpression) -> Optional[cst.CSTNod
 
 
 def _float32_model(sem: Semantic, model: cst.BaseExpression) -> Optional[cst.Call]:
-    return device_state.float32_module(sem, model)
+    construction = device_state.float32_module(sem, model)
+    if construction is None:
+        return None
+    value = sem.values.of(model)
+    klass = value.module.klass if value.module is not None else None
+    if isinstance(klass, cst.ClassDef) and not _class_holds_parameters(sem, klass):
+        return None  # a loss module of the file with no parameters: nothing float32 to clash with
+    return construction
+
+
+def _class_holds_parameters(sem: Semantic, klass: cst.ClassDef) -> bool:
+    """Whether a same-file `nn.Module` subclass may hold parameters or buffers. Not when it derives
+    from `nn.Module` (or torch's `_Loss`) directly, never makes a `Parameter` or registers
+    anything, and every `self.x = ...` it writes is a plain value or a torch layer without
+    parameters (`nn.L1Loss()`, `nn.ReLU()`, `nn.Dropout()`): half inputs then meet nothing float32
+    (measured on torch 2.13: `nn.MSELoss()` and `nn.CrossEntropyLoss()` of half tensors work on
+    the CPU)."""
+    for base in klass.bases:
+        if (sem.qualified_name(base.value) or "") not in ("torch.nn.Module", "torch.nn.modules.loss._Loss"):
+            return True
+    text = sem.source(klass)
+    if any(word in text for word in ("Parameter", "register_", "add_module", "ModuleList", "ModuleDict")):
+        return True
+    for assign in sem.index.descendants(klass, cst.Assign):
+        for target in assign.targets:
+            if not (isinstance(target.target, cst.Attribute) and isinstance(target.target.value, cst.Name)
+                    and target.target.value.value == "self"):
+                continue
+            value = assign.value
+            if not isinstance(value, cst.Call):
+                if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)):
+                    continue
+                return True
+            name = sem.qualified_name(value.func) or ""
+            member = name.rsplit(".", 1)[-1]
+            if not (name.startswith("torch.nn.") and (member.endswith("Loss") or "Dropout" in member
+                                                      or member in api.STATELESS_MODULES)):
+                return True
+            if any(arg.keyword is not None and arg.keyword.value in ("weight", "pos_weight") for arg in value.args):
+                return True
+    return False
 
 
 def _may_autocast(sem: Semantic, node: cst.CSTNode) -> bool:

@@ -7,6 +7,7 @@ from typing import Iterable, Optional, Tuple, Union
 import libcst as cst
 
 from torchlint.analysis import devices
+from torchlint.analysis import project_uses
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import MODULE_SELF_METHODS, Semantic, method_call, method_call_in
@@ -30,7 +31,9 @@ class UnregisteredSubmodules(Rule):
     severity_docs = """
 An **error** when the file builds an optimizer over the parameters of an instance of the class
 (`torch.optim.Adam(model.parameters())` with `model = Net()`): the listed submodules are never
-trained, so the model trains wrongly. A **warning** otherwise: the harm (not moved by `.to()`, not
+trained, so the model trains wrongly; the same when another file of the project directories does
+that with the class imported from this one (the message names that file and line). A **warning**
+otherwise: the harm (not moved by `.to()`, not
 saved by `state_dict()`, not trained by an optimizer over `parameters()`) depends on how the
 module is used; a network whose layers each keep their own optimizer still trains.
 """
@@ -116,11 +119,19 @@ import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateles
         if spelled is not None:
             fix = FixSpec(f"Wrap in `{shown}`", (_wrap(value, spelled, ctx),), Applicability.UNSAFE)
         optimized = _optimized_instance(sem, klass)
+        where = ""
+        if optimized is None:
+            found = _optimized_in_project(sem, klass)
+            if found is not None:
+                optimized, where = found
+        trained = ""
+        if optimized is not None:
+            shown_call = project_uses.quoted(optimized) if where else ctx.short(optimized, 40)
+            trained = f" (`{shown_call}`{' at ' + where if where else ''} never trains them)"
         ctx.report(
             value,
             f"`self.{attr}` holds {what} in a plain {container}{how}: they are not registered, so "
-            f"`parameters()`, `.to()` and `state_dict()` miss them"
-            f"{f' (`{ctx.short(optimized, 40)}` never trains them)' if optimized is not None else ''}"
+            f"`parameters()`, `.to()` and `state_dict()` miss them{trained}"
             f" — use `{shown}`",
             fix,
             # An optimizer over the model's parameters leaves them untrained: it trains wrongly.
@@ -277,6 +288,18 @@ def _registered_elsewhere(attr: str, node: cst.Assign, klass: Optional[cst.Class
 
 
 __all__ = ["UnregisteredSubmodules"]
+
+
+def _optimized_in_project(sem: Semantic, klass) -> Optional[tuple]:
+    """(the optimizer call, "train.py:12") for an optimizer of another project file built over the
+    parameters of an instance of `klass` (`torch.optim.Adam(net.parameters())`, `net = Net()`)."""
+    def match(other, call, is_instance) -> bool:
+        qualified = other.qualified_name(call.func)
+        if qualified is None or not api.is_optimizer_class(qualified):
+            return False
+        return any(method_call(inner, "parameters", "named_parameters") and is_instance(inner.func.value)
+                   for inner in other.index.descendants(call, cst.Call))
+    return project_uses.instance_call(sem, klass, ("optim", "parameters"), match)
 
 
 def _optimized_instance(sem: Semantic, klass) -> Optional[cst.Call]:

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from torchlint.analysis import devices
+from torchlint.analysis import devices, project_uses
 from torchlint.analysis.scopes import dotted_name
 from torchlint.analysis.semantic import Semantic, keyword, method_call
 from torchlint.finding import Applicability, Severity
@@ -34,7 +34,9 @@ class TensorAttributeNotBuffer(Rule):
     severity_docs = """
 An **error** when the file moves an instance of the class to a device (`Net().to(device)`,
 `model.cuda()`): the plain tensor stays behind and forward mixes devices wherever that device is
-an accelerator. A **warning** otherwise: the harm (a later move, a cast such as `.double()`, a
+an accelerator; the same when another file of the project directories moves an instance of the
+class imported from this one (`Net().to(device)` in `train.py`, named in the message). A
+**warning** otherwise: the harm (a later move, a cast such as `.double()`, a
 `state_dict()` that lacks the tensor) depends on how the module is used.
 """
     docs = """
@@ -119,11 +121,17 @@ classes that override `_apply` or `to`.
             Applicability.UNSAFE,
         )
         moved = _moved_instance(sem, klass)
+        after = f" after `{ctx.short(moved, 40)}`" if moved is not None else ""
+        if moved is None:
+            found = _moved_in_project(sem, klass)
+            if found is not None:
+                moved = found[0]
+                after = f" after `{project_uses.quoted(found[0])}` at {found[1]}"
         ctx.report(
             target,
             f"`self.{attr}` is a plain tensor attribute: `model.to(device)`/`.double()` leave it on its "
             f"old device and dtype, so forward will mix devices"
-            f"{f' after `{ctx.short(moved, 40)}`' if moved is not None else ''} — use "
+            f"{after} — use "
             f"`self.register_buffer(\"{attr}\", ...)`",
             fix,
             # A move of an instance in this file makes forward mix devices where the device is an
@@ -221,6 +229,18 @@ __all__ = ["TensorAttributeNotBuffer"]
 
 
 _ACCELERATOR_MOVES = devices.DEVICE_MOVE_METHODS - {"cpu"}
+
+
+def _moved_in_project(sem: Semantic, klass) -> Optional[tuple]:
+    """(the call, "train.py:12") for a call of another project file that moves an instance of
+    `klass` to a device (`model = Net().to(device)` with `Net` imported from this file)."""
+    def match(other, call, is_instance) -> bool:
+        if not (method_call(call, *_ACCELERATOR_MOVES)
+                or method_call(call, "to") and devices.is_device_move(other, call)):
+            return False
+        return is_instance(call.func.value)
+    return project_uses.instance_call(sem, klass, ("cuda", ), match) or \
+        project_uses.instance_call(sem, klass, (".to(",), match)
 
 
 def _moved_instance(sem: Semantic, klass) -> Optional[cst.Call]:

@@ -23,8 +23,11 @@ class DirectForwardCall(Rule):
 A **note** when no hook is registered anywhere in the file: calling `forward`
 directly skips hooks, but there are none, so nothing changes today. A **warning** when the file
 registers a hook (`register_forward_hook`, `register_forward_pre_hook`, ...) or uses a torch
-utility that works through one (`nn.utils.spectral_norm`, `weight_norm`, `prune`): those hooks
-are skipped and the results differ.
+utility that works through one (`nn.utils.spectral_norm`, `weight_norm`, `prune`) on the module
+itself (or on something that may be it): those hooks are skipped and the results differ. A
+**note** when every hook is on one of its submodules (`net.layer4.register_forward_hook(...)`,
+`spectral_norm(net.conv)`): `net.forward(x)` still calls `self.layer4(...)`, whose hooks fire
+(measured on torch 2.13), so nothing changes today.
 """
     docs = """
 ## What it does
@@ -73,8 +76,14 @@ inside an override (calling the parent implementation is how overriding works),
         if not _is_module_instance(receiver, sem):
             return
         spelled = ctx.code(receiver)
-        hook = _registers_hooks(sem)
-        if hook is None:
+        hook = _registers_hooks(sem, spelled)
+        below = _registers_hooks(sem, None) if hook is None else None
+        if hook is None and below is not None:
+            skipped = (f"skips the forward hooks of `{ctx.short(receiver, 30)}` itself; the hooks this file "
+                       f"registers are on its submodules (`{ctx.short(below, 40)}`) and still fire, so "
+                       f"nothing changes today")
+            severity = Severity.NOTE
+        elif hook is None:
             skipped = "skips forward hooks and pre-hooks (this file registers none, so nothing changes today)"
             severity = Severity.NOTE
         else:
@@ -97,19 +106,32 @@ _HOOK_UTILITIES = ("torch.nn.utils.spectral_norm", "torch.nn.utils.weight_norm",
                    "torch.nn.utils.prune.")
 
 
-def _registers_hooks(sem: Semantic) -> Optional[cst.Call]:
+def _registers_hooks(sem: Semantic, receiver: Optional[str]) -> Optional[cst.Call]:
     """The first call in the file that registers a module hook: `m.register_forward_hook(...)`,
     `register_forward_pre_hook`, `register_full_backward_hook`, ..., or a torch utility that
-    works through one (`nn.utils.spectral_norm(conv)`, `prune.l1_unstructured(...)`)."""
+    works through one (`nn.utils.spectral_norm(conv)`, `prune.l1_unstructured(...)`).
+
+    With `receiver` (`net`, as `net.forward(x)` spells it), only the hooks that may be on that
+    module itself: one registered on a submodule (`net.layer4.register_forward_hook(...)`,
+    `spectral_norm(net.conv)`) still fires when `net.forward(x)` calls `self.layer4(...)`."""
     for call in sem.index.nodes(cst.Call):
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value.startswith("register_") \
                 and func.attr.value.endswith("hook"):
-            return call
+            if receiver is None or not _below(sem.source(func.value), receiver):
+                return call
+            continue
         name = sem.qualified_name(func) or ""
         if name.startswith(_HOOK_UTILITIES):
-            return call
+            target = call.args[0].value if call.args and call.args[0].keyword is None else None
+            if receiver is None or target is None or not _below(sem.source(target), receiver):
+                return call
     return None
+
+
+def _below(spelled: str, receiver: str) -> bool:
+    """`net.layer4` or `net.blocks[2]` is a submodule of `net`."""
+    return len(spelled) > len(receiver) and spelled.startswith(receiver) and spelled[len(receiver)] in ".["
 
 
 def _is_module_instance(expr: cst.BaseExpression, sem: Semantic) -> bool:

@@ -7,7 +7,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import evaluation
-from torchlint.analysis.value import INPUT, MODULE, UNKNOWN
+from torchlint.analysis.value import AG_GRAPH, INPUT, MODULE, UNKNOWN
 from torchlint.analysis.semantic import Semantic, is_true, method_call
 from torchlint.finding import Severity
 from torchlint.rules.base import Rule, RuleContext
@@ -27,11 +27,12 @@ class EvalWithoutNoGrad(Rule):
     node_types = (cst.Call,)
     confirmation_module = "tl106"
     severity_docs = """
-A **warning**: an evaluation loop that runs with autograd on keeps each batch's graph
-and saved activations while its outputs live: memory and time per batch that grow with the model
-and the batch size. A **note** where the loop detaches the outputs in place right away
-(`outputs.detach_()`): the graphs are freed each batch, and only the forward's extra work
-remains.
+A **warning** when the loop keeps outputs that carry a graph beyond their batch (`preds.append(out)`,
+`total += loss` as a tensor, into a list or sum made before the loop): every batch's graph and
+saved activations stay alive, memory that grows with the number of batches. A **note** when each
+batch's graph is freed as the next output replaces it (only `.item()`, `argmax`, `.detach()` of the
+outputs are kept), or the loop detaches the outputs in place right away (`outputs.detach_()`): the
+results are right and only the forward's extra memory and time remain.
 """
     docs = """
 ## What it does
@@ -120,8 +121,15 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
                     "frees them only afterwards)")
             severity = Severity.NOTE  # the outputs are right and the graphs freed each batch
         else:
-            harm = "every output keeps its graph and saved activations"
-            severity = Severity.WARNING  # memory per batch: harm grows with batch and model size
+            kept = _kept_across_batches(sem, loop)
+            if kept is not None:
+                harm = (f"every output keeps its graph and saved activations, and `{kept}` keeps them "
+                        "across batches: memory grows with every batch")
+                severity = Severity.WARNING  # memory grows with the number of batches
+            else:
+                harm = ("each batch's forward records a graph and saves its activations (freed when the next "
+                        "batch replaces them: extra memory and time, the results are right)")
+                severity = Severity.NOTE
         volatile = _volatile_relied_on(sem, loop, scope) or _volatile_input(sem, node)
         if volatile is not None:
             harm += (f"; `{volatile}` does not help: `volatile` was removed in PyTorch 0.4 and is "
@@ -132,6 +140,46 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
             "wrap the loop in `torch.no_grad()` or `torch.inference_mode()`",
             severity=severity,
         )
+
+
+def _kept_across_batches(sem: Semantic, loop) -> Optional[str]:
+    """The first statement of the loop that keeps a value carrying a graph beyond its batch:
+    `outputs.append(out)`, `preds.extend([model(x)])`, `total += loss` (a tensor, not `.item()`),
+    into a container or sum the loop does not make afresh."""
+    for node in sem.index.descendants(loop, (cst.Call, cst.AugAssign)):
+        if isinstance(node, cst.Call):
+            if not (method_call(node, "append", "extend") and len(node.args) == 1):
+                continue
+            value, target = node.args[0].value, node.func.value
+            if isinstance(value, (cst.List, cst.Tuple)):
+                elements = [e.value for e in value.elements if isinstance(e, cst.Element)]
+            else:
+                elements = [value]
+        else:
+            if not isinstance(node.operator, cst.AddAssign):
+                continue
+            target, elements = node.target, [node.value]
+        root = target
+        while isinstance(root, (cst.Attribute, cst.Subscript)):
+            root = root.value
+        if isinstance(root, cst.Name) and _made_in(sem, loop, root.value):
+            continue  # a fresh container or sum every batch
+        if any(_carries_graph(sem, e) for e in elements):
+            return code_for_node(sem.module, node if isinstance(node, cst.Call) else node).strip()
+    return None
+
+
+def _carries_graph(sem: Semantic, expr: cst.BaseExpression) -> bool:
+    value = sem.values.of(expr)
+    return value.is_tensor and value.autograd == AG_GRAPH
+
+
+def _made_in(sem: Semantic, loop, name: str) -> bool:
+    """`name = ...` (a plain assignment) in the loop's body: the container is made afresh."""
+    for assign in sem.index.descendants(loop, cst.Assign):
+        if any(isinstance(t.target, cst.Name) and t.target.value == name for t in assign.targets):
+            return True
+    return False
 
 
 def _detached_in_place(sem: Semantic, node: cst.Call, loop) -> Optional[str]:

@@ -46,7 +46,10 @@ such layers, or is a torchvision classifier that has them: `alexnet().classifier
 The rule is deliberately narrow: the model must be a local name whose construction the analysis
 sees, it must not be handed to another function before the loop (that function could switch
 modes), and a single `.eval()` anywhere in the file silences it. `nn.Dropout(0)` (`p=0.0`) is the
-identity in both modes and does not count. A loop that runs a model with BatchNorm (and no
+identity in both modes and does not count, nor does a layer of a same-file class that its
+`forward` never runs: an attribute no method reads (`self.dropout = nn.Dropout(p)` left unused),
+or one read only under `if self.flag:` where the class only ever sets `self.flag = False`. A loop
+that runs a model with BatchNorm (and no
 Dropout) in training mode on purpose is not an evaluation: a lesson that prints the layer's
 running statistics (the file reads `running_mean`, `running_var` or `num_batches_tracked`) and
 whose loop computes no metric (`==`, `argmax`, `max`, `topk`, `eq`) and no loss.

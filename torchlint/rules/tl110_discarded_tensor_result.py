@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from torchlint.analysis import silent
@@ -18,7 +20,10 @@ class DiscardedTensorResult(Rule):
     severity_docs = """
 An **error** when the name whose result was thrown away is read later (also on the next loop
 iteration): the program goes on with the unchanged value (a batch left on the host, dropout never
-applied). A **note** when it is a local that is never read again, and a **warning** otherwise.
+applied). A **note** when it is a local that is never read again, and when a discarded device
+move's later reader is a model the function builds and never moves (`x.cuda()` then `D(x)` with
+`D = Discriminator(...)`: both stay on the CPU, and the program runs as without the line; no fix
+then, since assigning alone would move the input away from the model). A **warning** otherwise.
 """
     # every finding needs a tensor or a torch function, so an import of torch
     triggers = ("torch",)
@@ -104,7 +109,9 @@ tensor (the point of the fix), so the program's results change.
         found = silent.discarded_operation(sem, node)
         if found is None:
             return
-        _, tensor = found
+        operation, tensor = found
+        if _in_place_on_the_way(node):
+            return  # `y.scatter_(1, idx, 1).float()`: the statement runs for the in-place write
         statement = sem.statement_of(node)
         if ctx.path.endswith(".ipynb") and sem.function_of(node) is None and not sem.enclosing_loops(node):
             return  # a cell's last value is displayed
@@ -120,7 +127,14 @@ tensor (the point of the fix), so the program's results change.
                 severity = Severity.NOTE
         spelled = ctx.short(tensor, 30)
         call_text = ctx.short(node, 50)
-        if later is not None:
+        model = _cpu_model_reading(sem, later) if later is not None and operation in ("cuda", "to") else None
+        if model is not None:
+            # `x.cuda()` thrown away before `D(x)` where `D` is built here and never moved: both
+            # stay on the CPU, so the program runs as it would have without the line.
+            severity = Severity.NOTE
+            consequence = (f"`{ctx.short(sem.statement_of(later), 40)}` below goes on with the unchanged "
+                           f"`{spelled}`, which matches `{model}` (built here and never moved: both stay on the CPU)")
+        elif later is not None:
             consequence = (f"`{ctx.short(sem.statement_of(later), 40)}` below goes on with the "
                            f"unchanged `{spelled}`")
         else:
@@ -133,11 +147,54 @@ tensor (the point of the fix), so the program's results change.
                           (Replace(node, f"{tensor.value} = {ctx.code(node)}"),),
                           Applicability.SAFE if dead else Applicability.UNSAFE)
         assign = f"`{tensor.value} = {call_text}`" if isinstance(tensor, cst.Name) else "assign the result"
+        if model is not None:
+            fix = None  # assigning alone would move the input away from the model
+            assign = f"delete the line, or move `{model}` too and assign the result ({assign})"
         ctx.report(
             node,
             f"`{call_text}` returns a new tensor and leaves `{spelled}` unchanged; the result is "
             f"thrown away and {consequence}: {assign}",
             fix, severity=severity)
+
+
+def _in_place_on_the_way(call: cst.Call) -> bool:
+    """An in-place method in the receiver chain of the discarded call (`t.zero_().float()`,
+    `y.scatter_(...).long()`): the line writes the tensor, so it does something."""
+    expr = call.func.value if isinstance(call.func, cst.Attribute) else None
+    while isinstance(expr, (cst.Call, cst.Attribute, cst.Subscript)):
+        if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+            name = expr.func.attr.value
+            if name.endswith("_") and not name.endswith("__"):
+                return True
+            expr = expr.func.value
+        elif isinstance(expr, cst.Call):
+            return False
+        else:
+            expr = expr.value
+    return False
+
+
+def _cpu_model_reading(sem, later: cst.CSTNode) -> Optional[str]:
+    """`D` when the later read is an argument of `D(...)` and `D` is a local name of the function
+    bound once to a call, never moved (`D.cuda()`, `D.to(...)`, `D = D.to(...)`) there."""
+    call = sem.parent(later)
+    if isinstance(call, cst.Arg):
+        call = sem.parent(call)
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+        return None
+    name = call.func.value
+    function = sem.function_of(call)
+    if function is None:
+        return None
+    bindings = [a for a in sem.index.descendants(function, cst.Assign)
+                if any(isinstance(t.target, cst.Name) and t.target.value == name for t in a.targets)]
+    if len(bindings) != 1 or not isinstance(bindings[0].value, cst.Call):
+        return None
+    for node in sem.index.descendants(function, cst.Attribute):
+        if isinstance(node.value, cst.Name) and node.value.value == name and \
+                node.attr.value in ("cuda", "to", "to_empty", "xpu", "mps", "apply", "load_state_dict"):
+            return None
+    return name
 
 
 def _read_in_nested_function(sem, name: cst.Name) -> bool:

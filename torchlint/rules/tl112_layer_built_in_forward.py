@@ -16,8 +16,12 @@ class LayerBuiltInForward(Rule):
     fix_availability = "none"
     default_severity = Severity.ERROR
     severity_docs = """
-Always an **error**: the layer gets new random weights on every call and is never in the optimizer,
-so it is never trained.
+An **error** for a layer with random weights (`nn.Linear`, `nn.Conv2d`, ...): the layer gets new
+random weights on every call and is never in the optimizer, so it is never trained. An **error**
+for BatchNorm / InstanceNorm too: a fresh layer is in training mode, so even after `model.eval()`
+it normalises with each batch's statistics. A **warning** for `nn.LayerNorm`, `nn.GroupNorm` and
+`nn.RMSNorm`: their weight starts at 1 and bias (where they have one) at 0, not random, so they
+normalise correctly on every call; only the learned scale and shift are missing.
 """
     triggers = ("forward",)
     node_types = (cst.Call,)
@@ -72,13 +76,39 @@ infers the input size at the first call).
         layer = silent.parametric_module(sem, node)  # a name and set test: before the walk up
         if layer is None or not sem.is_module_method(node, "forward") or _lazy_initialisation(sem, node):
             return
+        advice = (f"build it once in `__init__` (`self.layer = {ctx.short(node.func, 20)}(...)`) and call "
+                  f"`self.layer(...)`")
+        if layer in _NORMS_WITH_ONES:
+            # Measured on torch 2.13: LayerNorm, GroupNorm and RMSNorm start at weight 1 (bias 0;
+            # RMSNorm has none).
+            bias = "" if layer == "RMSNorm" else "and its bias at 0 "
+            ctx.report(
+                node,
+                f"`{ctx.short(node, 40)}` builds a new {layer} on every `forward` call: its weight starts at 1 "
+                f"{bias}each time (not random), and the optimizer never sees them, so it normalises but its "
+                f"learned scale{'' if layer == 'RMSNorm' else ' and shift'} never change: {advice}",
+                severity=Severity.WARNING)
+            return
+        if "BatchNorm" in layer or "InstanceNorm" in layer:
+            ctx.report(
+                node,
+                f"`{ctx.short(node, 40)}` builds a new {layer} on every `forward` call: its weight starts at 1 "
+                f"and its bias at 0 each time (not random) and are never trained, and a fresh layer is in "
+                f"training mode, so even after `model.eval()` it normalises with each batch's statistics: "
+                f"{advice}",
+                severity=Severity.ERROR)
+            return
         ctx.report(
             node,
             f"`{ctx.short(node, 40)}` builds a new {layer} with random weights on every `forward` call; "
-            f"the optimizer never sees it, so it is never trained: build it once in `__init__` "
-            f"(`self.layer = {ctx.short(node.func, 20)}(...)`) and call `self.layer(...)`",
+            f"the optimizer never sees it, so it is never trained: {advice}",
             severity=Severity.ERROR)
 
+
+# Normalisation layers whose affine parameters start at weight 1 and bias 0: built anew in
+# `forward`, they still normalise correctly (the per-sample statistics), only without a learned
+# scale and shift.
+_NORMS_WITH_ONES = frozenset({"LayerNorm", "GroupNorm", "RMSNorm"})
 
 _REGISTERING = frozenset({"add_module", "register_module", "setattr"})
 

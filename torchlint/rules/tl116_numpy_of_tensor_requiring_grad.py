@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis import silent
-from torchlint.analysis.semantic import keyword
+from torchlint.analysis.semantic import keyword, receiver_chain
+from torchlint.analysis.device_guards import string_value
 from torchlint.finding import Applicability, Severity
 from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 
@@ -80,6 +81,8 @@ call raised before; the detached tensor shares the memory `numpy()` would have s
             return
         if silent.grad_may_be_off(sem, node) or silent.cast_to_integer(sem, func.value):
             return
+        if _integer_entry(sem, func.value) or _requires_grad_ruled_out(sem, node, ctx.code(func.value)):
+            return
         receiver = func.value
         spelled = ctx.short(receiver, 40)
         ctx.report(
@@ -90,6 +93,42 @@ call raised before; the detached tensor shares the memory `numpy()` would have s
             FixSpec("Insert `.detach()` before `.numpy()`",
                     (Replace(func.attr, "detach().numpy"),), Applicability.SAFE),
             severity=Severity.ERROR)
+
+
+# Entries of a model's output dict that hold integer tensors (a torchvision detection output's
+# `labels` are int64): an integer tensor cannot require grad.
+_INTEGER_KEYS = frozenset({"labels"})
+
+
+def _integer_entry(sem, expr: cst.BaseExpression, depth: int = 0) -> bool:
+    """`out[0]["labels"].cpu()`, or `first["labels"]` with `first = outputs[0]`: an integer entry
+    of a model's output."""
+    for link in receiver_chain(expr):
+        if isinstance(link, cst.Subscript) and len(link.slice) == 1 \
+                and isinstance(link.slice[0].slice, cst.Index) \
+                and string_value(link.slice[0].slice.value) in _INTEGER_KEYS:
+            return True
+    return False
+
+
+def _requires_grad_ruled_out(sem, node: cst.CSTNode, receiver: str) -> bool:
+    """The `else` of `if t.requires_grad:` (or the body of `if not t.requires_grad:`) around
+    `t.cpu().numpy()`: there `t` does not require grad."""
+    child: cst.CSTNode = node
+    parent = sem.parent(child)
+    while parent is not None:
+        if isinstance(parent, cst.If):
+            test, negated = parent.test, False
+            if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test, negated = test.expression, True
+            if isinstance(test, cst.Attribute) and test.attr.value == "requires_grad":
+                guarded = sem.source(test.value)
+                if receiver == guarded or receiver.startswith(guarded + "."):
+                    in_else = parent.orelse is not None and child is parent.orelse
+                    if (in_else and not negated) or (child is parent.body and negated):
+                        return True
+        child, parent = parent, sem.parent(parent)
+    return False
 
 
 __all__ = ["NumpyOfTensorRequiringGrad"]

@@ -25,7 +25,10 @@ class RequireGradTypo(Rule):
     default_severity = Severity.WARNING
     severity_docs = """
 An **error** when `require_grad = False` lands on a parameter or a module: nothing is frozen and it
-keeps training. A **note** on a tensor made by a factory that never required grad (a positional
+keeps training. A **note** when it lands on the parameters of a loop `for p in
+model.backbone.parameters():` that no optimizer of the file holds (every optimizer is built over
+another part, `model.head.parameters()`): they are not updated anyway. A **note** on a tensor
+made by a factory that never required grad (a positional
 encoding), where the typo has no effect; a **warning** otherwise.
 """
     triggers = ("require_grad",)
@@ -109,7 +112,14 @@ an augmented or annotated assignment, or for a module whose value is not a plain
         is_module = facts.kind == v.MODULE or is_self
         is_tensor = facts.kind in v.TENSOR_KINDS
         requires = facts.kind == v.PARAMETER or facts.autograd in (v.AG_LEAF, v.AG_REQUIRES)
+        outside = None
         if (is_module or requires) and literal is False:
+            outside = _optimizers_never_hold(sem, receiver, target)
+        if outside is not None:
+            severity, effect = Severity.NOTE, (
+                f"freezes nothing, but no optimizer of this file holds these parameters (it is built over "
+                f"`{outside}`): they are not updated anyway, only their gradients are computed needlessly")
+        elif (is_module or requires) and literal is False:
             severity, effect = Severity.ERROR, "freezes nothing: it keeps training"
         elif is_tensor and facts.autograd == v.AG_NONE and literal is False:
             # `pe = torch.zeros(...); pe.require_grad = False`: no gradient either way
@@ -127,6 +137,52 @@ an augmented or annotated assignment, or for a module whose value is not a plain
             _fix(node, target, is_module, ctx),
             severity=severity,
         )
+
+
+def _optimizers_never_hold(sem, receiver: cst.BaseExpression, target: cst.Attribute) -> Optional[str]:
+    """For `p.require_grad = False` in `for p in model.features.parameters():`, the parameters of
+    the optimizers of the file when none can hold `model.features`'s: every `torch.optim.X(...)`
+    is built over `Y.parameters()` where neither `Y` nor `model.features` is a part of the other
+    (`model.classifier.parameters()`). None when some optimizer may hold them, or it is not known."""
+    owner = _loop_owner(sem, receiver, target)
+    if owner is None:
+        return None
+    optimizers = [call for call in sem.index.nodes(cst.Call)
+                  if (sem.qualified_name(call.func) or "").startswith("torch.optim.")
+                  and (sem.qualified_name(call.func) or "").rsplit(".", 1)[-1][:1].isupper()
+                  and "lr_scheduler" not in (sem.qualified_name(call.func) or "")]
+    if not optimizers:
+        return None
+    held = []
+    for call in optimizers:
+        first = call.args[0].value if call.args and call.args[0].keyword is None and not call.args[0].star else None
+        if not (isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute)
+                and first.func.attr.value == "parameters" and not first.args):
+            return None  # a list, a filter, param groups: cannot tell
+        spelled = sem.source(first.func.value)
+        if _part_of(spelled, owner) or _part_of(owner, spelled):
+            return None
+        held.append(sem.source(first))
+    return "`, `".join(held)
+
+
+def _loop_owner(sem, receiver: cst.BaseExpression, target: cst.Attribute) -> Optional[str]:
+    """`model.features` for `p` of `for p in model.features.parameters():` around `target`."""
+    if not isinstance(receiver, cst.Name):
+        return None
+    for ancestor in sem.ancestors(target):
+        if isinstance(ancestor, cst.For) and isinstance(ancestor.target, cst.Name) \
+                and ancestor.target.value == receiver.value:
+            it = ancestor.iter
+            if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) \
+                    and it.func.attr.value == "parameters" and not it.args:
+                return sem.source(it.func.value)
+            return None
+    return None
+
+
+def _part_of(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer + ".") or inner.startswith(outer + "[")
 
 
 def _attribute_is_the_programs_own(sem) -> bool:

@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
+from torchlint.analysis import pins
 from torchlint.analysis.api_changes import CHECKED_ON, RAISES, ApiChange, removed
 from torchlint.analysis.api_changes import match as drift
 from torchlint.finding import Applicability, Severity
@@ -113,7 +114,7 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
         sem = ctx.semantic
         if type(node) in (cst.Import, cst.ImportFrom):
             for use in drift.import_uses(node, sem):
-                if use.change.outcome == RAISES:
+                if use.change.outcome == RAISES and not _pinned_before_removal(sem, use.change):
                     self._report_import(use, ctx)
             return
         if isinstance(node, cst.Attribute):
@@ -127,7 +128,7 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
                     self._report_next(use, node, ctx)
                 return
         use = drift.name_use(node, sem)
-        if use is None or use.change.outcome != RAISES:
+        if use is None or use.change.outcome != RAISES or _pinned_before_removal(sem, use.change):
             return
         change = use.change
         what = "calling it raises" if use.how == "call" else "this raises"
@@ -148,6 +149,13 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
     def _report_import(self, use: drift.Use, ctx: RuleContext) -> None:
         change = use.change
         names = ", ".join(f"`{n}`" for n in use.names)
+        early = _pinned_before_addition(ctx.semantic, change)
+        if early is not None:
+            pinned, added = early
+            ctx.report(use.node, f"imports {names}, which the pinned {change.api.split('.')[0]} {pinned} does not "
+                                 f"have yet (added in {added}): the import raises `{change.headline}`; pin a "
+                                 f"release from {added} on or use the API of the pinned one", severity=Severity.ERROR)
+            return
         if drift.reference_fails(change):
             ctx.report(use.node, f"imports {names}, removed ({self._since(change)}): the import raises "
                                  f"`{change.headline}`; use {change.replacement}", severity=Severity.ERROR)
@@ -179,6 +187,36 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
         if change.api == "torch.symeig":
             return _symeig_fix(call, module, ctx)
         return None
+
+
+# Where an API was added after the package's first releases: a pin older than this lacks it too.
+_ADDED_IN = {"torchtext.legacy": "0.9"}
+
+
+def _pinned_before_removal(sem, change: ApiChange) -> bool:
+    """A torchvision / torchtext API the program's own pin keeps: `torchtext==0.6.0` installed by
+    the notebook (or in requirements.txt / setup.py) still has `torchtext.data.Field`, and that
+    release is pure Python, so it works beside today's torch. Not torch's own APIs: the
+    installed torch is what the verifier measures."""
+    package = change.api.split(".")[0]
+    if package == "torch" or not change.changed_in or not pins.runs_release_below(sem, package, change.changed_in):
+        return False
+    added = next((release for api, release in _ADDED_IN.items()
+                  if change.api == api or change.api.startswith(api + ".")), None)
+    return added is None or pins.runs_release_at_least(sem, package, added)
+
+
+def _pinned_before_addition(sem, change: ApiChange):
+    """(the pinned release, the release that added the API) when the program pins a release
+    older than the one that added it (`torchtext==0.8.1` and `torchtext.legacy`, added in 0.9)."""
+    package = change.api.split(".")[0]
+    added = next((release for api, release in _ADDED_IN.items()
+                  if change.api == api or change.api.startswith(api + ".")), None)
+    if added is None or not pins.runs_release_below(sem, package, added):
+        return None
+    version, inclusive = pins.pinned(sem, package)
+    spelled = ".".join(map(str, version))
+    return (spelled if inclusive else f"< {spelled}"), added
 
 
 def _positional(call: cst.Call) -> Optional[Tuple[cst.Arg, ...]]:

@@ -26,12 +26,21 @@ class TorchLoadWeightsOnly(Rule):
     default_severity = Severity.WARNING
     severity_docs = """
 An **error** when the load reads a checkpoint this file saves (linked by path or by a key read
-back) and that checkpoint holds something `weights_only=True` refuses: the load raises
-`UnpicklingError`. A **warning** when the file saves such a checkpoint but this load cannot be
-linked to it. The same for a checkpoint another file of the project saves under the file name
-this load reads (the message names that file and line), and a warning when the load cannot be
-linked but another project file saves such a checkpoint. A **note** when nothing is known of what is loaded (a pretrained state dict loads
-fine), or with `pickle_module=`.
+back) and that checkpoint certainly holds something `weights_only=True` refuses (an
+argparse.Namespace, a whole module, an optimizer or scheduler object, NumPy values, a
+`defaultdict`, an instance of a class of the file, a scheduler state dict that holds an object:
+`GradualWarmupScheduler`'s `after_scheduler`, or what a scheduler class of the file derived from
+torch's `LRScheduler` stores on `self`): the load raises `UnpicklingError`. The message
+names the culprit and where it is saved (`'args'`: an argparse.Namespace, saved at line 58, or
+at `train.py:58` for a checkpoint another project file saves under the file name this load
+reads). The same for `resume_or_load(...)` of an fvcore / detectron2 checkpointer whose
+`save(name, **extra)` in this file stores such a value, and for a load of a path named for
+resuming (`torch.load(args.resume)`) in a script whose every save it may read (the saves paired
+with another load aside) holds such a value. A **warning** when the load cannot be
+linked to the save but their paths may name the same file (`torch.load(args.resume)`), and when a
+bare `except` (or `except Exception`) around the load turns the failure into starting from
+scratch. A **note** when nothing is known of what is loaded (also when every save of the file
+writes another file name: a pretrained state dict loads fine), or with `pickle_module=`.
 """
     triggers = ("load",)
     node_types = (cst.Call,)
@@ -62,6 +71,14 @@ part of an `os.path.join` or f-string, an argparse or class-attribute default), 
 **error** whose message names `train.py` and its line; a linked state-dict save makes it silent; a
 load that names no file both share, in a project whose other file saves a whole model or a
 Namespace, is a **warning**; a save under a different file name is not matched.
+
+Loads through fvcore's `Checkpointer` and detectron2's `DetectionCheckpointer` count as loads:
+their `_load_file` calls `torch.load(f, map_location=...)` without `weights_only` (read in
+fvcore/common/checkpoint.py). `checkpointer.resume_or_load(path)` reads the last checkpoint the
+same checkpointer saved, `checkpointer.load(path)` the file named; what
+`checkpointer.save(name, **extra)` stores is `{"model": state_dict, ...state dicts, **extra}`,
+so an `extra` value such as `args=args` decides. No fix for these (the call is not
+`torch.load`).
 
 Not flagged: a load with an explicit `weights_only=` (either value: an informed choice); a load of
 what the file saves as tensors, numbers, strings and state dicts only (`model.state_dict()`,
@@ -118,6 +135,8 @@ fix.
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         sem = ctx.semantic
         if not checkpoints.is_torch_load(sem, node):
+            if _checkpointer_of(sem, node) is not None and method_call(node, "load", "resume_or_load"):
+                self._check_checkpointer_load(node, ctx)
             return
         if any(arg.star for arg in node.args) or checkpoints.argument(node, 99, _CHANGE.keyword) is not None:
             return
@@ -145,6 +164,9 @@ fix.
             keys = _keys_read(sem, node)
             refused = [s for s in every if s.content.keys & keys]
             if not refused:
+                # Only saves that may write the file this load reads: not `torch.save(model,
+                # "model.pth")` for a load of "expert_trajectories.pt".
+                every = [s for s in every if _may_be_same_file(sem, path, s.path)]
                 # Another file of the project may write what this one reads (`train.py` saves,
                 # `generate.py` loads): linked by the file name both name, else only possibly.
                 across = _other_files(sem, path)
@@ -162,6 +184,14 @@ fix.
                         self._report_other(node, ctx, possible[0], Severity.WARNING, allowlisted)
                         return
                 refused, severity = every, Severity.WARNING
+                paired = {checkpoints.path_key(sem, checkpoints.argument(c, 0, "f"))
+                          for c in sem.index.nodes(cst.Call) if c is not node and checkpoints.is_torch_load(sem, c)}
+                if every and _resumes(sem, path) and all(
+                        s.content.verdict == checkpoints.UNLOADABLE for s in checkpoints.saves(sem)
+                        if _may_be_same_file(sem, path, s.path) and checkpoints.path_key(sem, s.path) not in paired):
+                    # `torch.load(args.resume)` in a script whose every save it may read holds a
+                    # whole model (a Namespace, ...): resuming from its own checkpoints fails.
+                    severity = Severity.ERROR
         if not refused:
             self._note(node, ctx)
             return
@@ -169,9 +199,60 @@ fix.
             self._note(node, ctx)
             return
         save = refused[0]
-        linked_how = "the checkpoint it reads" if severity is Severity.ERROR else \
-            "if it reads the checkpoint this file saves, that checkpoint"
-        self._report(node, ctx, f"{linked_how} (`{ctx.short(save.call, 40)}`)", save.content, ctx.short, severity)
+        from torchlint.analysis.project import _position  # noqa: PLC0415 - only for a finding
+
+        where = f"line {_position(sem, save.call)[0]}"
+        linked_how = f"the checkpoint it reads, saved at {where} (`{ctx.short(save.call, 40)}`)," \
+            if severity is Severity.ERROR else \
+            f"if it reads the checkpoint saved at {where} (`{ctx.short(save.call, 40)}`), that checkpoint"
+        self._report(node, ctx, linked_how, save.content, ctx.short, severity)
+
+    def _check_checkpointer_load(self, node: cst.Call, ctx: RuleContext) -> None:
+        """`checkpointer.load(path)` / `.resume_or_load(path)` of fvcore's `Checkpointer` (and
+        detectron2's `DetectionCheckpointer`, which derives from it): its `_load_file` calls
+        `torch.load(f, map_location=...)` without `weights_only` (fvcore/common/checkpoint.py),
+        so it reads with `weights_only=True` today. Judged by what a checkpointer of this file
+        saves: `checkpointer.save(name, **extra)` writes `{"model": state_dict, <checkpointables'
+        state dicts>, **extra}` to `<save_dir>/<name>.pth`."""
+        sem = ctx.semantic
+        if any(name in sem.called_names for name in _ALLOWLISTING) or _inside_safe_globals(sem, node):
+            return
+        refused = []
+        for call in sem.index.nodes(cst.Call):
+            if not (method_call(call, "save") and _checkpointer_of(sem, call) is not None):
+                continue
+            if sem.source(call.func.value) != sem.source(node.func.value) \
+                    and not isinstance(node.func.value, cst.Call):
+                continue  # another checkpointer's save
+            extra = [(arg, arg.value) for arg in call.args if arg.keyword is not None]
+            if any(arg.star for arg in call.args):
+                continue
+            wrapped = [(cst.DictElement(cst.SimpleString(repr(arg.keyword.value)), value), value)
+                       for arg, value in extra]
+            content = checkpoints._combine(sem, wrapped, 0)
+            if content.verdict == checkpoints.UNLOADABLE:
+                refused.append((call, content))
+        if not refused:
+            return
+        call, content = refused[0]
+        path = checkpoints.argument(node, 0, "path")
+        saved = call.args[0].value if call.args and call.args[0].keyword is None else None
+        saved_name = checkpoints.file_name(sem, saved)
+        loaded_name = checkpoints.file_name(sem, path)
+        # `resume_or_load(path)` reads the last checkpoint the checkpointer saved (when there is
+        # one), whatever `path` names; `load(path)` reads `path`.
+        resumes = method_call(node, "resume_or_load")
+        if not resumes and saved_name is not None and loaded_name is not None \
+                and loaded_name not in (saved_name, saved_name + ".pth"):
+            return  # it writes another file
+        from torchlint.analysis.project import _position  # noqa: PLC0415 - only for a finding
+
+        where = f"line {_position(sem, call)[0]}"
+        severity = Severity.ERROR if resumes or loaded_name is not None else Severity.WARNING
+        linked_how = (f"the checkpoint it resumes from, saved at {where} (`{ctx.short(call, 40)}`)," if resumes
+                      else f"if it reads the checkpoint saved at {where} (`{ctx.short(call, 40)}`), that checkpoint")
+        self._report(node, ctx, linked_how, content, ctx.short, severity, fix=False,
+                     via=" (fvcore's `Checkpointer` calls `torch.load` without `weights_only`)")
 
     def _report_other(self, node: cst.Call, ctx: RuleContext, other: "checkpoints.ProjectSave", severity: Severity,
                       allowlisted: bool) -> None:
@@ -189,23 +270,74 @@ fix.
             f"if it reads the checkpoint {origin} saves (`{call}`), that checkpoint"
         self._report(node, ctx, linked_how, other.save.content, short, severity)
 
-    def _report(self, node: cst.Call, ctx: RuleContext, linked_how: str, content, short, severity: Severity) -> None:
+    def _report(self, node: cst.Call, ctx: RuleContext, linked_how: str, content, short, severity: Severity,
+                fix: bool = True, via: str = "") -> None:
         holder = short(content.node, 30) if content.node is not None else "it"
-        hidden = " (the `except` around it swallows the error: the checkpoint is silently never loaded)" \
-            if _caught_by_broad_except(ctx.semantic, node) else ""
+        culprit = f"{content.what} (`{holder}`)"
+        if content.keys:
+            culprit = f"`{sorted(content.keys)[0]!r}`: {culprit}"
+        hidden = ""
+        if _caught_by_broad_except(ctx.semantic, node):
+            # The program goes on as if there were no checkpoint: it starts from scratch.
+            hidden = (" (the `except` around it swallows the error: the checkpoint is silently never loaded "
+                      "and the program starts from scratch)")
+            severity = Severity.WARNING
+        raises = "raises" if severity is Severity.ERROR or hidden else "would raise"
         message = (
-            f"`{ctx.short(node, 40)}` raises `UnpicklingError: Weights only load failed`{hidden}: since PyTorch 2.6 "
-            f"`weights_only` defaults to True, and {linked_how} holds "
-            f"{content.what} (`{holder}`); {content.instead.replace('{name}', 'args')}, or pass "
+            f"`{ctx.short(node, 40)}`{via} {raises} `UnpicklingError: Weights only load failed`{hidden}: since PyTorch "
+            f"2.6 `weights_only` defaults to True, and {linked_how} holds "
+            f"{culprit}; {content.instead.replace('{name}', 'args')}, or pass "
             f"`weights_only=False` for a file you trust"
         )
-        ctx.report(node, message, _fix(node), severity=severity)
+        ctx.report(node, message, _fix(node) if fix else None, severity=severity)
 
     def _note(self, node: cst.Call, ctx: RuleContext) -> None:
         ctx.report(node, (
             f"`{ctx.short(node, 40)}` loads with `weights_only=True` (the default since PyTorch 2.6): a checkpoint "
             f"holding more than tensors, state dicts and plain Python values (an argparse.Namespace, a whole model, "
             f"NumPy values) raises `UnpicklingError`; pass `weights_only=` to say which it is"), severity=Severity.NOTE)
+
+
+# Checkpointers whose `load` reads with `torch.load(f, map_location=...)` and no `weights_only`
+# (read in fvcore/common/checkpoint.py; detectron2's DetectionCheckpointer derives from it and
+# loads `.pth` files through the same `_load_file`).
+_CHECKPOINTERS = ("fvcore.common.checkpoint.Checkpointer", "fvcore.common.checkpoint.PeriodicCheckpointer",
+                  "detectron2.checkpoint.DetectionCheckpointer",
+                  "detectron2.checkpoint.detection_checkpoint.DetectionCheckpointer")
+
+
+def _checkpointer_of(sem, call: cst.Call) -> Optional[cst.Call]:
+    """The construction of the checkpointer whose method `call` calls: `DetectionCheckpointer(model,
+    out).resume_or_load(...)`, or a name (or `self.` attribute) assigned one in this file."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    receiver = func.value
+    made = receiver if isinstance(receiver, cst.Call) else None
+    if made is None and isinstance(receiver, (cst.Name, cst.Attribute)):
+        spelled = sem.source(receiver)
+        for assign in sem.index.nodes(cst.Assign):
+            if isinstance(assign.value, cst.Call) and any(sem.source(t.target) == spelled for t in assign.targets):
+                made = assign.value
+                break
+    if made is None:
+        return None
+    name = sem.qualified_name(made.func) or ""
+    return made if name in _CHECKPOINTERS else None
+
+
+def _resumes(sem, path) -> bool:
+    """The load reads a path named for resuming (`args.resume`, `opt.resume_snapshot`,
+    `cfg.resume_from`)."""
+    return path is not None and "resume" in sem.source(path).lower()
+
+
+def _may_be_same_file(sem, load_path, save_path) -> bool:
+    """Whether a load and a save may name the same file: unless both file names are known and
+    differ (`"expert_trajectories.pt"` is never `"model.pth"`)."""
+    loaded = checkpoints.file_name(sem, load_path)
+    saved = checkpoints.file_name(sem, save_path)
+    return loaded is None or saved is None or loaded == saved
 
 
 def _other_files(sem, path):

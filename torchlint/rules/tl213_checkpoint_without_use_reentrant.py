@@ -23,7 +23,11 @@ class CheckpointWithoutUseReentrant(Rule):
     default_severity = Severity.WARNING
     severity_docs = """
 A **warning**: torch 2.13 warns on every call and runs the reentrant variant, whose blocks get no
-gradient when no input requires grad; whether that bites depends on the inputs.
+gradient when no input requires grad; whether that bites depends on the inputs. A **note** when
+the call sits behind a switch that is off by default (`if self.use_checkpoint:` stored from a
+constructor parameter defaulting to False, a `store_true` option, a parameter or module constant
+that is False): only a run that turns it on checkpoints. (This holds for every rule: a finding on
+a branch the default configuration never takes is one step less severe, and says so.)
 """
     triggers = ("checkpoint",)
     node_types = (cst.Call,)
