@@ -226,7 +226,7 @@ def text(dim: Dim) -> str:
             return f"{text(args[0])}-{-right}"
         return f"{text(args[0])}+{text(right)}"
     if op == "*":
-        return "×".join(_grouped(a) for a in args)
+        return "·".join(_grouped(a) for a in args)
     if op == "//":
         return f"{_grouped(args[0])}/{args[1]}"
     if op == "window":

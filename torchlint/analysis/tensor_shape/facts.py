@@ -232,12 +232,38 @@ class _Builder:
 
     # -- models nothing known feeds
     def _symbolic_class(self, klass: cst.ClassDef) -> None:
+        """Runs a class nothing known feeds over a symbolic input, built as this file builds it
+        (each distinct constructor call, at most four) or with its parameters' defaults."""
         sem = self.sem
         forward = method(klass, "forward")
         init = method(klass, "__init__")
         if forward is None or init is None:
             return
-        arguments = bind_constructor(sem, klass, sem, None, {})
+        bindings, seen = [], set()
+        for call in self._constructions(klass):
+            arguments = bind_constructor(sem, klass, sem, call, {})
+            key = tuple(sorted((k, repr(v)) for k, v in arguments.items()))
+            if key not in seen:
+                seen.add(key)
+                bindings.append(arguments)
+        if not bindings or len(bindings) > 4:
+            bindings = [bind_constructor(sem, klass, sem, None, {})]
+        for arguments in bindings:
+            self._symbolic_run(klass, forward, arguments)
+
+    def _constructions(self, klass: cst.ClassDef):
+        """The calls of this file that build `klass` by its name."""
+        sem = self.sem
+        found = []
+        for call in sem.index.nodes(cst.Call):
+            if isinstance(call.func, cst.Name) and call.func.value == klass.name.value:
+                located = project_class(sem, call.func)
+                if located is not None and located[0] is klass:
+                    found.append(call)
+        return found
+
+    def _symbolic_run(self, klass: cst.ClassDef, forward: cst.FunctionDef, arguments: Dict[str, Any]) -> None:
+        sem = self.sem
         layers = class_layers(sem, klass, arguments)
         shape = _symbolic_input(forward, layers)
         if shape is None:

@@ -66,6 +66,7 @@ class Source:
     length: Optional[int] = None  # samples in the dataset, where the code fixes it
     drop_last: bool = False
     where: Any = None  # (semantic, node) of what made it: its line is found only when a message needs it
+    batch_note: str = ""  # the command-line option whose default the batch size is ("--batch-size")
 
     @property
     def description(self) -> str:
@@ -88,11 +89,12 @@ class Source:
 
     def batch_text(self, size: int) -> str:
         """Why a batch of `size` occurs: "the last batch of MNIST's 60000 samples (60000 = 468×128 + 96)"."""
+        note = f", {self.batch_note}'s default" if self.batch_note else ""
         if size == self.batch_size:
-            return f"batch_size={size}"
+            return f"batch_size={size}{note}"
         name = self.label.split(" ")[0]
         return (f"the last batch of {name}'s {self.length} samples ({self.length} = "
-                f"{self.length // self.batch_size}×{self.batch_size} + {size})")
+                f"{self.length // self.batch_size}×{self.batch_size} + {size}; batch size {self.batch_size}{note})")
     @property
     def shape(self) -> D.Shape:
         return ((BATCH,) + tuple(self.sample)) if self.batched else tuple(self.sample)
@@ -178,21 +180,83 @@ def loader_source(sem, loader_call: cst.Call) -> Optional[Source]:
             dataset = argument.value
         if argument.keyword is not None and argument.keyword.value == "batch_size":
             batch_size = evaluate(sem, argument.value, {}, 0)
-        if argument.star:
+        if argument.star == "**":
+            options = _keyword_dict(sem, argument.value)
+            batch_size = options.get("batch_size", batch_size) if options is not None else None
+        elif argument.star:
             batch_size = None
     drop_last = next((evaluate(sem, a.value, {}, 0) for a in loader_call.args
                       if a.keyword is not None and a.keyword.value == "drop_last"), False)
+    for argument in loader_call.args:
+        if argument.star == "**":
+            options = _keyword_dict(sem, argument.value)
+            drop_last = options.get("drop_last", drop_last) if options is not None else UNKNOWN
     if dataset is None:
         return None
     source = dataset_source(sem, dataset, 0)
     if source is not None and isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size > 0:
         source.batch_size = batch_size
+        source.batch_note = _option_of(sem, loader_call)
         source.drop_last = drop_last is not False
-        if any(a.star for a in loader_call.args) or not isinstance(drop_last, bool):
+        if any(a.star == "*" for a in loader_call.args) or not isinstance(drop_last, bool):
             source.length = None
     elif source is not None:
         source.length = None
     return source
+
+
+def _option_of(sem, loader_call: cst.Call) -> str:
+    """`--batch-size` when the loader's batch size is `args.batch_size` (directly or through a
+    `**kwargs` dict literal): the finding then names the default it used."""
+    nodes = [a.value for a in loader_call.args if a.keyword is not None and a.keyword.value == "batch_size"]
+    for argument in loader_call.args:
+        if argument.star == "**" and isinstance(argument.value, cst.Name):
+            literal = sem.assigned_value(argument.value)
+            if isinstance(literal, cst.Dict):
+                nodes += [e.value for e in literal.elements if isinstance(e, cst.DictElement)
+                          and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "batch_size"]
+    for node in nodes:
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name):
+            return "--" + node.attr.value.replace("_", "-")
+    return ""
+
+
+def _keyword_dict(sem, expr: cst.BaseExpression) -> Optional[dict]:
+    """The keywords `**kwargs` passes, where `kwargs` is a dict literal assigned once and only
+    `.update()`d with dict literals (a key an update may add is unknown)."""
+    if not isinstance(expr, cst.Name):
+        return None
+    value = sem.assigned_value(expr)
+    if not isinstance(value, cst.Dict):
+        return None
+    options = _dict_literal(sem, value)
+    if options is None:
+        return None
+    for call in sem.index.calls_named({"update"}):
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == expr.value:
+            added = _dict_literal(sem, sem.assigned_value(call.args[0].value) if call.args and
+                                  isinstance(call.args[0].value, cst.Name) else (call.args[0].value if call.args else None))
+            if added is None:
+                return None
+            for key in added:
+                options[key] = UNKNOWN  # whether the update runs is not known
+    for call in sem.index.calls_named({"__setitem__", "pop", "setdefault"}):
+        if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name) \
+                and call.func.value.value == expr.value:
+            return None
+    return options
+
+
+def _dict_literal(sem, node) -> Optional[dict]:
+    if not isinstance(node, cst.Dict):
+        return None
+    found = {}
+    for element in node.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString):
+            return None
+        found[element.key.evaluated_value] = evaluate(sem, element.value, {}, 0)
+    return found
 
 
 def _call_of(sem, expr: cst.BaseExpression) -> Optional[cst.Call]:

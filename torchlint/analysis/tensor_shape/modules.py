@@ -204,6 +204,8 @@ def evaluate(sem, node: cst.BaseExpression, env: Dict[str, Any], depth: int = 0)
         return _arithmetic(node.operator, left, right)
     if kind is cst.Attribute and isinstance(node.value, cst.Name) and node.value.value == "self":
         return env.get("self." + node.attr.value, UNKNOWN)
+    if kind is cst.Attribute and isinstance(node.value, cst.Name) and node.value.value not in env:
+        return argparse_default(sem, node)
     if kind is cst.Call:
         func_name = node.func.value if isinstance(node.func, cst.Name) and node.func.value not in env else None
         arguments = [evaluate(sem, a.value, env, depth + 1) for a in node.args if a.keyword is None and not a.star]
@@ -342,6 +344,76 @@ def _global(sem, name: cst.Name, depth: int) -> Any:
         return top
     value = module_constants(sem).get(name.value)
     return UNKNOWN if value is None else evaluate(sem, value, {}, depth + 1)
+
+
+def argparse_default(sem, node: cst.Attribute) -> Any:
+    """`args.batch_size` where `args = parser.parse_args()` (or `parse_args([])`) and the parser
+    declares `--batch-size` with a literal default, no action and no other assignment to it: the
+    value the script runs with unless the command line says otherwise."""
+    found = _argparse_defaults(sem).get(node.value.value)
+    if found is None:
+        return UNKNOWN
+    return found.get(node.attr.value, UNKNOWN)
+
+
+def _argparse_defaults(sem) -> Dict[str, Dict[str, Any]]:
+    """Each name bound to `parser.parse_args()`, with the defaults of its parser's options."""
+    found = sem.__dict__.get("_shape_argparse")
+    if found is not None:
+        return found
+    found = {}
+    parses: Dict[str, list] = {}
+    for call in sem.index.calls_named({"parse_args"}):
+        statement = sem.parent(call)
+        if isinstance(statement, cst.Assign) and len(statement.targets) == 1 \
+                and isinstance(statement.targets[0].target, cst.Name):
+            parses.setdefault(statement.targets[0].target.value, []).append(call)
+    for name, calls in parses.items():
+        value = calls[0]
+        if len(calls) != 1 or not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value == "parse_args" and isinstance(value.func.value, cst.Name)):
+            continue
+        if value.args and not (len(value.args) == 1 and isinstance(value.args[0].value, cst.List)
+                               and not value.args[0].value.elements):
+            continue
+        parser = value.func.value.value
+        options: Dict[str, Any] = {}
+        for call in sem.index.calls_named({"add_argument"}):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == parser):
+                continue
+            flags = [a.value.evaluated_value for a in call.args if a.keyword is None
+                     and isinstance(a.value, cst.SimpleString)]
+            keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+            dest = keywords.get("dest")
+            if isinstance(dest, cst.SimpleString):
+                dest = dest.evaluated_value
+            else:
+                longs = [f for f in flags if isinstance(f, str) and f.startswith("--")]
+                names = longs or [f for f in flags if isinstance(f, str)]
+                if not names:
+                    continue
+                dest = names[0].lstrip("-").replace("-", "_")
+            if dest in options or "action" in keywords or "default" not in keywords:
+                options[dest] = UNKNOWN
+                continue
+            default = evaluate(sem, keywords["default"], {}, 1)
+            kind = keywords.get("type")
+            if isinstance(default, str) and isinstance(kind, cst.Name) and kind.value in ("int", "float"):
+                try:
+                    default = int(default) if kind.value == "int" else float(default)
+                except ValueError:
+                    default = UNKNOWN
+            options[dest] = default if isinstance(default, (int, float, str, bool, tuple)) or default is None else UNKNOWN
+        for target in sem.index.nodes(cst.Attribute):
+            if isinstance(target.value, cst.Name) and target.value.value == name and target.attr.value in options:
+                parent = sem.parent(target)
+                if isinstance(parent, (cst.AssignTarget, cst.AugAssign)) or (
+                        isinstance(parent, cst.Call) and parent.func is target):
+                    options[target.attr.value] = UNKNOWN
+        found[name] = options
+    sem.__dict__["_shape_argparse"] = found
+    return found
 
 
 def _top_level_definitions(sem) -> Dict[str, Any]:

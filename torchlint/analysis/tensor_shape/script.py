@@ -17,7 +17,7 @@ import libcst as cst
 from torchlint.analysis.tensor_shape import dims as D
 from torchlint.analysis.tensor_shape import inputs as I
 from torchlint.analysis.tensor_shape.modules import UNKNOWN, Frame, evaluate
-from torchlint.analysis.tensor_shape.values import Num, Tensor
+from torchlint.analysis.tensor_shape.values import Num, Tensor, Tup
 
 _MAX_DEPTH = 24
 
@@ -34,15 +34,23 @@ class ScriptFrame(Frame):
     def resolve(self, node: cst.Name, interpreter) -> Any:
         key = id(node)
         if key in self._cache:
-            return self._cache[key]
+            value, source = self._cache[key]
+            if source is not None:
+                self.last_source = source  # where the value came from, as when it was first resolved
+            return value
         if key in self._resolving or len(self._resolving) > _MAX_DEPTH:
             return UNKNOWN
         self._resolving.add(key)
+        before = self.last_source
+        self.last_source = None
         try:
             value = self._resolve(node, interpreter)
         finally:
             self._resolving.discard(key)
-        self._cache[key] = value
+        source = self.last_source
+        if source is None:
+            self.last_source = before
+        self._cache[key] = (value, source)
         return value
 
     def _resolve(self, node: cst.Name, interpreter) -> Any:
@@ -53,6 +61,8 @@ class ScriptFrame(Frame):
         if I.reshaped_in_place(sem, node):
             return UNKNOWN
         definition = sem.reaching_definition(node)
+        if definition is not None and definition.kind == "param":
+            return self._parameter(definition, interpreter)
         if definition is None:
             constant = evaluate(sem, node, {}, 0)
             return Num(constant) if isinstance(constant, int) and not isinstance(constant, bool) else UNKNOWN
@@ -71,11 +81,36 @@ class ScriptFrame(Frame):
                 return UNKNOWN
             found = I.element_source(sem, node)
             if found is None:
+                if definition.kind == "assign" and sem.function_of(definition.statement) is sem.function_of(node):
+                    value = interpreter.expr(definition.value, self, True)
+                    for position in definition.path:
+                        if not isinstance(value, Tup) or position >= len(value.items):
+                            return UNKNOWN
+                        value = value.items[position]
+                    return value
                 return UNKNOWN
             shape, source = found
             self.last_source = source
             return Tensor(shape)
         return UNKNOWN
+
+    def _parameter(self, definition, interpreter) -> Any:
+        """A function's parameter: the value every call of the function in this file passes,
+        when they all agree (`loss_function(recon_batch, data, mu, logvar)`)."""
+        param = definition.statement
+        function = next((a for a in self.sem.ancestors(param) if isinstance(a, cst.FunctionDef)), None)
+        if function is None or self.sem.class_of_method(function) is not None:
+            return UNKNOWN
+        values = []
+        for call, binding in self.sem.values.call_sites(function)[:4]:
+            argument = binding.get(id(param))
+            if argument is None:
+                return UNKNOWN
+            values.append(interpreter.expr(argument, self, True))
+        if not values or not all(isinstance(v, Tensor) and v.shape is not None and v.shape == values[0].shape
+                                 for v in values):
+            return UNKNOWN
+        return values[0]
 
     def factory(self, call: cst.Call) -> Any:
         """A tensor built with literal sizes: images and volumes get the batch symbol first."""
