@@ -90,6 +90,10 @@ def add(a: Dim, b: Dim) -> Dim:
         return a
     if a == 0:
         return b
+    if is_known(a):
+        a, b = b, a
+    if is_known(b) and isinstance(a, Expr) and a.op == "+" and is_known(a.args[1]):
+        return add(a.args[0], a.args[1] + b)  # (H + 8) - 8 is H
     return Expr("+", a, b)
 
 
@@ -211,12 +215,28 @@ def _splits(target: int, choices: Sequence[set]) -> bool:
     return any(value and target % value == 0 and _splits(target // value, rest) for value in first)
 
 
+def _affine(dim: Dim):
+    """(base, offset) where `dim` is `base + offset` through sums and stride-1 windows."""
+    if isinstance(dim, Expr) and dim.op == "+" and is_known(dim.args[1]):
+        base, offset = _affine(dim.args[0])
+        return base, offset + dim.args[1]
+    if isinstance(dim, Expr) and dim.op == "window" and dim.args[2] == 1:
+        length, kernel, _, padding, dilation, _ = dim.args
+        base, offset = _affine(length)
+        return base, offset + 2 * padding - dilation * (kernel - 1)
+    return dim, 0
+
+
 def text(dim: Dim) -> str:
     """How a message writes the dimension: `576`, `N`, `(H-4)/2`."""
     if dim is None:
         return "?"
     if not isinstance(dim, Expr):
         return str(dim)
+    base, offset = _affine(dim)
+    if base is not dim:
+        inner = text(base) if not (isinstance(base, Expr) and base.op == "+") else f"({text(base)})"
+        return inner if offset == 0 else (f"{inner}+{offset}" if offset > 0 else f"{inner}-{-offset}")
     op, args = dim.op, dim.args
     if op == "sym":
         return args[0]

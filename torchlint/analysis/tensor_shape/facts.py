@@ -300,35 +300,38 @@ class _Builder:
 
 def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int = 0) -> Optional[tuple]:
     """(N, C, H, W) for a forward whose input first reaches a layer that fixes its rank and
-    channels (a convolution, a Linear, an Embedding), through submodules: the first call of
-    `self.<layer>(x)` in the order the statements stand, before anything rebinds `x`. The other
-    parameters stay unknown."""
+    channels (a convolution, a Linear, an Embedding), through submodules and through layers that
+    keep any channel count (padding, pooling, activations): the straight-line code that starts
+    the forward, before anything rebinds the input. The other parameters stay unknown."""
     params = [p.name.value for p in forward.params.params[1:]]
     if not params or depth > 4:
         return None
     name = params[0]
-    first = _first_self_call(forward.body.body, name)
-    if first is None:
-        return None
-    return _first_layer_input(layers.get(first), depth)
-
-
-def _first_self_call(statements, name: str) -> Optional[str]:
-    """The attribute of the first `self.<attribute>(name, ...)` call of the straight-line code that
-    starts the forward; None if `name` is rebound first or a branch comes before it."""
-    for statement in statements:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                found = _call_on(getattr(small, "value", None), name)
-                if found is not None:
-                    return found
-                targets = [t.target for t in getattr(small, "targets", ())] + \
-                    ([small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else [])
+    for statement in forward.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return None
+        for small in statement.body:
+            attribute = _call_on(getattr(small, "value", None), name)
+            targets = [t.target for t in getattr(small, "targets", ())] + \
+                ([small.target] if isinstance(small, (cst.AugAssign, cst.AnnAssign)) else [])
+            if attribute is None:
                 if any(isinstance(t, cst.Name) and t.value == name for t in targets):
                     return None
-        else:
-            return None  # a branch: the input a layer inside it takes is not every input
+                continue
+            layer = layers.get(attribute)
+            if isinstance(layer, Layer) and layer.contract.name in _ANY_CHANNELS and len(targets) == 1 \
+                    and isinstance(targets[0], cst.Name) and isinstance(small.value, cst.Call) \
+                    and _call_on(small.value, name) == attribute and small.value.func.attr.value == attribute:
+                name = targets[0].value  # `out = self.pad(x)`: follow `out`
+                continue
+            return _first_layer_input(layer, depth)
     return None
+
+
+_ANY_CHANNELS = frozenset(C.IDENTITY_LAYERS) | {
+    "ZeroPad1d", "ZeroPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
+    "Upsample",
+}
 
 
 def _call_on(value, name: str) -> Optional[str]:

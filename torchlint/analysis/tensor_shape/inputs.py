@@ -227,6 +227,11 @@ def _keyword_dict(sem, expr: cst.BaseExpression) -> Optional[dict]:
     if not isinstance(expr, cst.Name):
         return None
     value = sem.assigned_value(expr)
+    if isinstance(value, cst.IfExp):  # `{'num_workers': 1} if args.cuda else {}`: keys of either
+        first, second = _dict_literal(sem, value.body), _dict_literal(sem, value.orelse)
+        if first is None or second is None:
+            return None
+        return {key: UNKNOWN for key in set(first) | set(second)}
     if not isinstance(value, cst.Dict):
         return None
     options = _dict_literal(sem, value)
@@ -414,6 +419,35 @@ def tensor_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
     if len(dims) in (4, 5):  # images and volumes: the batch comes first, and any batch size must work
         return Source(tuple(dims[1:]), label, batch_size=dims[0], where=(sem, call))
     return Source(tuple(dims), label, batched=False, where=(sem, call))
+
+
+def range_source(sem, call: cst.Call) -> Optional[Source]:
+    """`torch.arange(start, end, step)` / `torch.linspace(start, end, steps)` with literal bounds:
+    a 1-D tensor of known length."""
+    qualified = sem.qualified_name(call.func) or ""
+    if qualified not in ("torch.arange", "torch.linspace") or any(a.star for a in call.args):
+        return None
+    positional = [evaluate(sem, a.value, {}, 0) for a in call.args if a.keyword is None]
+    keywords = {a.keyword.value: evaluate(sem, a.value, {}, 0) for a in call.args if a.keyword is not None}
+    numbers = (int, float)
+    if qualified == "torch.linspace":
+        steps = positional[2] if len(positional) > 2 else keywords.get("steps")
+        length = steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+    else:
+        values = positional + [keywords[k] for k in ("start", "end", "step") if k in keywords][len(positional):]
+        if len(values) == 1:
+            values = [0, values[0], 1]
+        elif len(values) == 2:
+            values = values + [1]
+        if len(values) != 3 or not all(isinstance(v, numbers) and not isinstance(v, bool) for v in values) \
+                or values[2] == 0:
+            return None
+        import math
+
+        length = max(0, math.ceil((values[1] - values[0]) / values[2]))
+    if length is None:
+        return None
+    return Source((length,), f"`{_short_text(sem, call)}`", batched=False, where=(sem, call))
 
 
 def _short_text(sem, node) -> str:

@@ -550,6 +550,8 @@ def layer_of(sem, call: cst.Call, env: Dict[str, Any], name: str, depth: int = 0
                 layer.name = f"{name}[{position}]"
             layers.append(layer if isinstance(layer, MODULE_VALUES) else UNKNOWN)
         return Sequence_(layers, call, name, kind)
+    if qualified in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") and call.args:
+        return _built_tensor(sem, call.args[0].value, env, depth)
     contract = C.contract(qualified)
     if contract is not None:
         positional, keywords = [], {}
@@ -592,6 +594,30 @@ def layer_of(sem, call: cst.Call, env: Dict[str, Any], name: str, depth: int = 0
         klass, klass_sem = found
         return Submodule(klass, klass_sem, bind_constructor(sem, klass, klass_sem, call, env, depth), call, name)
     return UNKNOWN
+
+
+_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "randint"})
+
+
+def _built_tensor(sem, node, env: Dict[str, Any], depth: int) -> Any:
+    """A tensor `__init__` builds with sizes it knows (`nn.Parameter(torch.randn(1, 1, d))`)."""
+    if not isinstance(node, cst.Call):
+        return UNKNOWN
+    qualified = sem.qualified_name(node.func) or ""
+    parts = qualified.split(".")
+    if len(parts) != 2 or parts[0] != "torch" or parts[1] not in _FACTORIES:
+        return UNKNOWN
+    positional = [a for a in node.args if a.keyword is None]
+    if any(a.star for a in node.args) or not positional:
+        return UNKNOWN
+    if parts[1] == "randint":
+        sizes = _frozen(evaluate(sem, positional[-1].value, env, depth + 1))
+    else:
+        values = [_frozen(evaluate(sem, a.value, env, depth + 1)) for a in positional]
+        sizes = values[0] if len(values) == 1 and isinstance(values[0], tuple) else tuple(values)
+    if not isinstance(sizes, tuple) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in sizes):
+        return UNKNOWN
+    return Tensor(tuple(sizes))
 
 
 def run_function(function_sem, function: cst.FunctionDef, call: cst.Call, caller_sem, caller_env: Dict[str, Any],
@@ -1120,6 +1146,10 @@ class Interpreter:
         if kind is cst.Attribute:
             if isinstance(node.value, cst.Name) and node.value.value == "self":
                 return frame.layers.get(node.attr.value, UNKNOWN) if node.attr.value in frame.layers else UNKNOWN
+            if isinstance(node.value, cst.Name) and node.value.value not in frame.env \
+                    and node.value.value in _argparse_defaults(sem):
+                value = argparse_default(sem, node)
+                return Num(value) if isinstance(value, int) and not isinstance(value, bool) else value
             receiver = self.expr(node.value, frame, certain)
             if isinstance(receiver, Tensor) and node.attr.value == "shape" and receiver.shape is not None:
                 return Tup(tuple(Num(d) for d in receiver.shape))
@@ -1162,14 +1192,34 @@ class Interpreter:
                 return value.items[index]
             return UNKNOWN
         if isinstance(value, Tensor) and value.shape is not None:
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) and value.shape:
+                return Tensor(self._sliced(value.shape, node.slice[0].slice, frame, certain))
             return Tensor(ops.indexed(frame.sem, value.shape, node.slice))
         return UNKNOWN
+
+    def _sliced(self, shape, piece: cst.Slice, frame: "Frame", certain: bool):
+        """`x[a:b]` along the first dimension, with bounds the code fixes."""
+        length = shape[0]
+        bounds = []
+        for bound, default in ((piece.lower, 0), (piece.upper, length)):
+            value = default if bound is None else _number(self.expr(bound, frame, certain))
+            bounds.append(value)
+        step = 1 if piece.step is None else _number(self.expr(piece.step, frame, certain))
+        lower, upper = bounds
+        if D.is_known(length) and all(isinstance(v, int) and not isinstance(v, bool) for v in (lower, upper, step)) \
+                and step > 0:
+            return (len(range(length)[lower:upper:step]),) + tuple(shape[1:])
+        return (None,) + tuple(shape[1:])
 
     def _binary(self, left_node, right_node, operator, node, frame: "Frame", certain: bool) -> Any:
         left = self.expr(left_node, frame, certain)
         right = self.expr(right_node, frame, certain)
         if isinstance(left, Num) and isinstance(right, Num):
             return Num(ops.dim_arithmetic(operator, left.dim, right.dim))
+        if isinstance(_number(left), (int, float)) and isinstance(_number(right), (int, float)) \
+                and (isinstance(left, (Num, float)) or isinstance(right, (Num, float))):
+            result = _arithmetic(operator, _number(left), _number(right))
+            return Num(result) if isinstance(result, int) else result
         if isinstance(operator, cst.MatrixMultiply):
             if isinstance(left, Tensor) and isinstance(right, Tensor):
                 result = ops.matmul(left.shape, right.shape)
@@ -1200,6 +1250,13 @@ class Interpreter:
         if any(a.star for a in call.args):
             return UNKNOWN
         callee = UNKNOWN
+        if isinstance(func, cst.Name) and func.value in ("len", "int") and len(call.args) == 1 \
+                and func.value not in frame.env:
+            argument = self.expr(call.args[0].value, frame, certain)
+            if func.value == "len":
+                return Num(argument.shape[0]) if isinstance(argument, Tensor) and argument.shape else UNKNOWN
+            number = _number(argument)
+            return Num(int(number)) if isinstance(number, (int, float)) and not isinstance(number, bool) else UNKNOWN
         if isinstance(func, cst.Name) and frame.klass is None and hasattr(frame, "resolve"):
             callee = frame.resolve(func, self)
         elif isinstance(func, cst.Name) and func.value in frame.env:
@@ -1231,7 +1288,8 @@ class Interpreter:
         qualified = sem.qualified_name(func)
         if qualified:
             if hasattr(frame, "factory") and qualified.split(".")[0] == "torch" and \
-                    qualified.rsplit(".", 1)[-1] in ("randn", "rand", "zeros", "ones", "empty", "randint"):
+                    qualified.rsplit(".", 1)[-1] in ("randn", "rand", "zeros", "ones", "empty", "randint", "arange",
+                                                     "linspace"):
                 return frame.factory(call)
             return self._function(qualified, call, frame, certain)
         return UNKNOWN
@@ -1265,6 +1323,15 @@ class Interpreter:
         if isinstance(result, Tensor) and name in ops.SHAPE_STEPS and before is not None and result.shape != before:
             self.run.steps.append(Step(name, call, frame.sem, before, result.shape, frame.depth))
         return result
+
+
+def _number(value: Any) -> Any:
+    """A known number: an int or float, or a `Num` of a known size."""
+    if isinstance(value, Num):
+        return value.dim if D.is_known(value.dim) else None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    return None
 
 
 def _op_text(operator) -> str:

@@ -116,6 +116,8 @@ class ScriptFrame(Frame):
         """A tensor built with literal sizes: images and volumes get the batch symbol first."""
         source = I.tensor_source(self.sem, call)
         if source is None:
+            source = I.range_source(self.sem, call)
+        if source is None:
             return UNKNOWN
         self.last_source = source
         return Tensor(source.shape)
