@@ -185,3 +185,21 @@ def test_shapes_command_reports_bad_input_in_one_line(tmp_path):
     result = _shapes(str(broken))
     assert result.returncode == 2 and "cannot parse" in result.stderr and "Traceback" not in result.stderr
     assert _shapes(str(tmp_path / "absent.py")).returncode == 2
+
+
+def test_no_fix_where_another_input_fits_the_layer():
+    source = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader, TensorDataset
+        net = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))
+        flat = DataLoader(TensorDataset(torch.randn(100, 28, 28), torch.zeros(100)), batch_size=10)
+        small = DataLoader(TensorDataset(torch.randn(100, 14, 14), torch.zeros(100)), batch_size=10)
+        for x, y in flat:
+            out = net(x)
+        for x, y in small:
+            out = net(x)
+    """)
+    findings = lint_source(source, "snippet.py", select=["TL301"])
+    assert [f.code for f in findings] == ["TL301"]
+    assert findings[0].fix is None and "196" in findings[0].message

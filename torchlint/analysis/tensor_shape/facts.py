@@ -81,6 +81,8 @@ class _Builder:
         self._fed_classes: set = set()
         self._outputs: Dict[cst.CSTNode, Any] = {}
         self._models: Dict[int, Any] = {}
+        self._fitted: set = set()  # the layers (ids of their constructor calls) some input fitted
+        self._by_definition: Dict[int, list] = {}
 
     def build(self) -> ShapeFacts:
         sem = self.sem
@@ -94,6 +96,7 @@ class _Builder:
         if self._outputs:
             for call in sem.index.nodes(cst.Call):
                 self._loss(call)
+        self._settle_fixes()
         return self.facts
 
     # -- losses
@@ -143,7 +146,7 @@ class _Builder:
             return
         label, module = found
         frame = ScriptFrame(sem, self._module_value)
-        interpreter = Interpreter()
+        interpreter = Interpreter(self._fitted)
         argument = interpreter.expr(call.args[0].value, frame, True)
         source = frame.last_source
         if source is None:
@@ -204,7 +207,7 @@ class _Builder:
         label, module = found
         if isinstance(module, Submodule):
             self._fed_classes.add(id(module.klass))
-        interpreter = Interpreter()
+        interpreter = Interpreter(self._fitted)
         output = interpreter.call_module(module, [Tensor(source.shape)], feed, self.sem, 0, True)
         run = ModelRun(label, source.description, source.shape, interpreter.run.steps, output,
                        interpreter.run.problems, feed)
@@ -295,7 +298,22 @@ class _Builder:
             return
         self._reported.add(key)
         message, fix = _message(problem, source, sem, here is feed)
-        self.facts.findings.append(Finding(code, here, message, fix))
+        finding = Finding(code, here, message, fix)
+        self.facts.findings.append(finding)
+        if problem.definition is not None:
+            self._by_definition.setdefault(id(problem.definition), []).append((finding, problem))
+
+    def _settle_fixes(self) -> None:
+        """A fix writes the size a layer gets; where another input fits the layer as it is, or
+        two inputs need different sizes, no number is right for all of them: no fix."""
+        for key, entries in self._by_definition.items():
+            sizes = {str(problem.misfit.got) for _, problem in entries if problem.misfit is not None}
+            if key in self._fitted or len(sizes) > 1:
+                for finding, _ in entries:
+                    if finding.fix is not None:
+                        finding.fix = None
+                        finding.message = finding.message.split("; build it with ")[0] + \
+                            "; another input of this program fits the layer as it is, so no size suits both"
 
 
 def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int = 0) -> Optional[tuple]:

@@ -909,7 +909,8 @@ def _assigned_names(node: cst.CSTNode) -> List[str]:
 class Interpreter:
     """Runs a module's forward over abstract values, recording steps and problems."""
 
-    def __init__(self) -> None:
+    def __init__(self, fitted: Optional[set] = None) -> None:
+        self.fitted = fitted if fitted is not None else set()  # layers some input fitted
         self.run = Run()
         self._seen: set = set()
         self._layers_cache: Dict[int, Dict[str, Any]] = {}
@@ -994,6 +995,7 @@ class Interpreter:
         if "[" in label:  # a Sequential's layer: its class says more than its index
             label = f"{label.split('[')[0]}[{label.split('[', 1)[1]} {layer.contract.name}".lstrip("[") \
                 if not label.startswith("[") else layer.contract.name
+        self.fitted.add(id(layer.node))
         path = ".".join(p for p in self._prefixes if p)
         if path:
             label = f"{path}.{label}"
