@@ -46,6 +46,7 @@ from torchlint.runtime.detectors.losses import FUNCTIONAL_LOSSES, SIGMOID_LOSSES
 from torchlint.runtime.detectors.memory import Memory
 from torchlint.runtime.detectors.module_state import ModuleState
 from torchlint.runtime.detectors.modes import Modes
+from torchlint.runtime.shape_trace import ShapeTrace
 from torchlint.runtime.detectors.retention import Retention
 from torchlint.runtime.frames import Site, UserFrames, caller_of_module_call
 from torchlint.runtime.launcher import StopRun
@@ -166,6 +167,7 @@ class Session:
         self.modes = Modes(self)
         self.losses = Losses(self)
         self.failures = Failures(self)
+        self.shape_trace = ShapeTrace()
         self.construction = Construction(self)
         self.discarded = discarded.Discarded(self)
 
@@ -391,6 +393,10 @@ class Session:
                 self.module_state.called.add(id(module))
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
+        try:
+            self.shape_trace.enter(module, args, depth)
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
         try:  # exactly one entry per call: the post-hook pops it
             switched = self._set_mode(bool(kind & (_USER_MODULE | _LOSS_MODULE)))
         except Exception as error:  # noqa: BLE001
@@ -427,6 +433,7 @@ class Session:
             if self._mode_switched and self._mode_switched.pop():
                 self._set_mode(not self._mode_on)
             failing = sys.exc_info()[1] if output is None else None
+            self.shape_trace.leave(module, output, failing is not None)
             if failing is not None:  # the always-called hook on the exception path
                 self.failures.module_failed(module, failing)
                 self.inplace.forward_failed(module)

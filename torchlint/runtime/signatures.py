@@ -147,6 +147,24 @@ _EXCEPTION_FAMILIES: Tuple[Tuple[str, Tuple[str, ...], Pattern[str]], ...] = (
         r"element \d+ of tensors does not require grad and does not have a grad_fn")),
     (BACKWARD_TWICE, ("RuntimeError",), re.compile(r"Trying to backward through the graph a second time")),
     ("TL113", ("ValueError",), re.compile(r"^expected \d+D(?: or \d+D)? input \(got \d+D input\)")),
+    # Shape errors (TL301-TL307): the shape trace of the forward that raised is their evidence.
+    ("TL301", ("RuntimeError",), re.compile(
+        r"mat1 and mat2 shapes cannot be multiplied|expected input\[.*\] to have \d+ channels"
+        r"|running_mean should contain \d+ elements|Given normalized_shape=|input\.size\(-1\) must be equal to "
+        r"input_size|expected input's size at dim=1 to match num_features")),
+    ("TL301", ("ValueError",), re.compile(r"expected input's size at dim=1 to match num_features")),
+    ("TL302", ("RuntimeError",), re.compile(r"shape '\[[^\]]*\]' is invalid for input of size")),
+    ("TL302", ("ValueError",), re.compile(r"Expected input batch_size \(\d+\) to match target batch_size")),
+    ("TL303", ("RuntimeError",), re.compile(
+        r"Kernel size can't be greater than actual input size|Output size is too small")),
+    ("TL304", ("RuntimeError",), re.compile(
+        r"Sizes of tensors must match except in dimension|The size of tensor a \(\d+\) must match the size of "
+        r"tensor b")),
+    ("TL305", ("RuntimeError",), re.compile(r"0D or 1D target tensor expected, multi-target not supported")),
+    ("TL305", ("ValueError",), re.compile(
+        r"Using a target size \(.*\) that is different to the input size|Target size \(.*\) must be the same as "
+        r"input size")),
+    ("TL307", ("RuntimeError",), re.compile(r"output with shape \[1, \d+, \d+\] doesn't match the broadcast shape")),
     ("TL116", ("RuntimeError",), re.compile(r"Can't call numpy\(\) on Tensor that requires grad")),
     ("TL201", ("IndexError",), re.compile(r"invalid index of a 0-dim tensor")),
     ("TL203", ("TypeError",), re.compile(r"unexpected keyword argument 'retain_variables'")),
@@ -189,6 +207,7 @@ _WARNINGS: Tuple[Tuple[str, Tuple[str, ...], Pattern[str]], ...] = (
     ("TL105", ("UserWarning",),
      re.compile(r"The \.grad attribute of a Tensor that is not a leaf Tensor is being accessed")),
     ("TL202", ("UserWarning",), re.compile(r"volatile was removed and now has no effect")),
+    ("TL305", ("UserWarning",), re.compile(r"Using a target size \(.*\) that is different to the input size")),
     ("TL206", ("UserWarning",), re.compile(r"size_average and reduce args will be deprecated")),
     ("TL207", ("UserWarning",), re.compile(r"Detected call of `lr_scheduler\.step\(\)` before `optimizer\.step\(\)`")),
     ("TL208", ("FutureWarning", "UserWarning", "DeprecationWarning"), re.compile(
@@ -301,6 +320,8 @@ WARNING_MESSAGES: Dict[str, str] = {
              "`F.interpolate`",
     "TL213": "`checkpoint` without `use_reentrant=` runs the reentrant variant, whose blocks get no gradient "
              "when no input requires grad; pass `use_reentrant=False`",
+    "TL305": "the loss's input and target shapes differ, so they broadcast: every prediction is compared with "
+             "every target; give both the same shape (`output.squeeze(1)`)",
 }
 
 

@@ -279,10 +279,13 @@ def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source
         return dataset_source(sem, call.args[0].value, depth + 1)
     if qualified.startswith("torch.utils.data") and short == "TensorDataset" and call.args:
         first = tensor_source(sem, call.args[0].value)
-        if first is None or not first.sample:
+        if first is None:
             return None
-        return Source(tuple(first.sample[1:]), f"TensorDataset of {D.shape_text(first.sample)}",
-                      length=first.sample[0] if D.is_known(first.sample[0]) else None, where=(sem, call))
+        whole = _whole(first)
+        if not whole:
+            return None
+        return Source(tuple(whole[1:]), f"TensorDataset of {D.shape_text(whole)}",
+                      length=whole[0] if D.is_known(whole[0]) else None, where=(sem, call))
     if not qualified.startswith("torchvision.datasets.") or short not in DATASETS:
         return None
     shape = list(DATASETS[short])
@@ -421,6 +424,14 @@ def tensor_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
     return Source(tuple(dims), label, batched=False, where=(sem, call))
 
 
+def _whole(source: Source) -> Tuple[D.Dim, ...]:
+    """All the dimensions of a tensor the code builds, its first included (a factory's image
+    tensor keeps its first size as `batch_size`)."""
+    if source.batched:
+        return ((source.batch_size,) if source.batch_size is not None else (None,)) + tuple(source.sample)
+    return tuple(source.sample)
+
+
 def range_source(sem, call: cst.Call) -> Optional[Source]:
     """`torch.arange(start, end, step)` / `torch.linspace(start, end, steps)` with literal bounds:
     a 1-D tensor of known length."""
@@ -480,9 +491,10 @@ def element_shape(sem, expr: cst.BaseExpression) -> Optional[Tuple[D.Shape, str]
         if position >= len(tensors):
             return None
         source = tensor_source(sem, tensors[position])
-        if source is None or not source.sample:
+        whole = _whole(source) if source is not None else None
+        if not whole:
             return None
-        return (BATCH,) + tuple(source.sample[1:]), Source((), f"TensorDataset of {source.label}", where=source.where)
+        return (BATCH,) + tuple(whole[1:]), Source((), f"TensorDataset of {source.label}", where=source.where)
     if qualified.startswith("torchvision.datasets.") and short in DATASETS and short != "ImageFolder" and position == 1:
         return (BATCH,), Source((), f"{short} class labels", where=(sem, call))
     if short == "ImageFolder" and position == 1:

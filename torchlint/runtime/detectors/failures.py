@@ -124,6 +124,8 @@ class Failures:
             signatures.NO_GRAD_BACKWARD: self._no_grad_backward,
             signatures.BACKWARD_TWICE: self._backward_twice,
             "TL113": self._batchnorm_rank,
+            "TL301": self._shape, "TL302": self._shape, "TL303": self._shape, "TL304": self._shape,
+            "TL305": self._shape, "TL307": self._shape,
             "TL201": self._zero_dim_index,
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
@@ -143,6 +145,38 @@ class Failures:
             evidence = f"`.view({size})` of a tensor with {describe(op.operands[0][1])}: {evidence}"
         return self._observe("TL004", site, "`.view()` of a non-contiguous tensor (after transpose/permute) "
                              "fails; use `.reshape(...)` or `.contiguous().view(...)`", evidence)
+
+    _SHAPE_MESSAGES = {
+        "TL301": "a layer got an input of another size than it was built for",
+        "TL302": "a view/reshape does not fit the tensor: it raises, or the batch is folded into the features",
+        "TL303": "a kernel or pooling window is larger than the feature map that reaches it",
+        "TL304": "tensors of shapes that cannot match are joined (`torch.cat`, `+`, `@`)",
+        "TL305": "the loss's input and target shapes do not fit",
+        "TL307": "`Normalize` has another number of channel values than the images have channels",
+    }
+
+    def _shape(self, error, family, op, modules, site) -> bool:
+        """A shape error: its evidence is the shape trace of the forward that raised, and the
+        layer at fault (the innermost module the error came from) with where it is defined."""
+        code = family
+        if code == "TL304" and any(type(m).__name__.endswith("Loss") for m in modules):
+            code = "TL305"
+        trace = self.session.shape_trace
+        evidence = f"{type(error).__name__}: {_first_sentence(error)}"
+        fault = trace.at_fault() if modules else None
+        related: List[Tuple[str, int]] = []
+        if fault is not None:
+            shape_in = "×".join(map(str, fault.input)) if fault.input else "?"
+            evidence += f"; the layer at fault: `{fault.name}` ({fault.kind}), which got {shape_in}"
+            root = modules[-1]
+            top = fault.name.split(".")[0]
+            if top and top != fault.kind:
+                related.extend(project.attribute_lines(type(root), top))
+            text = trace.text()
+            if text:
+                evidence += f"; shapes of that forward: {text}"
+        return self._observe(code, site, self._SHAPE_MESSAGES.get(code, "a shape error"), evidence,
+                             related=tuple(related) + site.stack)
 
     def _no_cuda(self, error, family, op, modules, site) -> bool:
         import torch
