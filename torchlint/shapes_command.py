@@ -36,9 +36,8 @@ def main(argv: Sequence[str]) -> int:
             sys.stderr.write(f"torchlint shapes: error: --input takes sizes like 3,32,32, not {args.input!r}\n")
             return EXIT_ERROR
     try:
-        with open(args.path, encoding="utf-8") as handle:
-            text = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
+        text = _read(args.path)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
         sys.stderr.write(f"torchlint shapes: error: cannot read {args.path}: {error}\n")
         return EXIT_ERROR
     from torchlint import parsing
@@ -60,6 +59,26 @@ def main(argv: Sequence[str]) -> int:
     for run in runs:
         problems += _print_run(semantic, run)
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+def _read(path: str) -> str:
+    """A script's text, or a notebook's code cells joined as the linter lints them (line numbers
+    then count in the joined cells, each after a `# torchlint-cell N` marker line)."""
+    if not path.endswith(".ipynb"):
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    from torchlint import notebook
+
+    with open(path, "rb") as handle:
+        data = handle.read()
+    try:
+        cells = notebook.code_cells(data)
+    except notebook.NotebookError as error:
+        raise ValueError(f"not a valid notebook: {error}") from None
+    joined = notebook.join_cells(cells, skip_incomplete=True)
+    if joined is None:
+        raise ValueError("no cell of the notebook is complete Python")
+    return joined.masked
 
 
 def _runs(semantic, sample: Optional[tuple], only: Optional[str]):

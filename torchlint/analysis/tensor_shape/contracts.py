@@ -423,7 +423,7 @@ def _pixel_shuffle(arguments, shape):
     return shape[:-3] + (D.floordiv(channels, r * r), D.mul(shape[-2], r), D.mul(shape[-1], r))
 
 
-def _padding(n: int):
+def _padding(n: int, reflection: bool = False):
     def apply(arguments, shape):
         if not _known(shape) or len(shape) < n:
             return None
@@ -434,7 +434,16 @@ def _padding(n: int):
         out = list(shape)
         for axis in range(n):
             left, right = pads[2 * axis], pads[2 * axis + 1]
-            out[len(shape) - 1 - axis] = D.add(shape[len(shape) - 1 - axis], left + right)
+            length = shape[len(shape) - 1 - axis]
+            if reflection:
+                padded = D.reflect(length, left, right)
+                if D.is_known(length) and padded is None:
+                    return Misfit("window", "padding", max(left, right), length,
+                                  f"pads by reflection by {max(left, right)}, which needs an input larger than that, "
+                                  f"but its input is only {_spatial_text(shape[len(shape) - n:])}")
+                out[len(shape) - 1 - axis] = padded
+            else:
+                out[len(shape) - 1 - axis] = D.add(length, left + right)
         return tuple(out)
 
     return apply
@@ -514,7 +523,7 @@ _add("Upsample", _params(("size", None), ("scale_factor", None), ("mode", "neare
 _add("PixelShuffle", _params("upscale_factor"), _pixel_shuffle)
 for _n, _name in ((1, "ZeroPad1d"), (2, "ZeroPad2d"), (1, "ReflectionPad1d"), (2, "ReflectionPad2d"),
                   (1, "ReplicationPad1d"), (2, "ReplicationPad2d")):
-    _add(_name, _params("padding"), _padding(_n))
+    _add(_name, _params("padding"), _padding(_n, reflection=_name.startswith("Reflection")))
 
 
 def contract(qualified: Optional[str]) -> Optional[Contract]:

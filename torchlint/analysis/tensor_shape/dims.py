@@ -60,6 +60,9 @@ class Expr:
             return values[0] * values[1]
         if op == "//":
             return values[0] // values[1] if values[1] else None
+        if op == "reflect":
+            length, left, right = values
+            return length + left + right if length > max(left, right) else None
         if op == "window":
             length, kernel, stride, padding, dilation, ceil = values
             out = window_length(length, kernel, stride, padding, dilation, ceil)
@@ -149,6 +152,15 @@ def window(length: Dim, kernel: int, stride: int, padding: int, dilation: int = 
     return Expr("window", length, kernel, stride, padding, dilation, ceil)
 
 
+def reflect(length: Dim, left: int, right: int) -> Dim:
+    """The length after reflection padding, which needs each pad smaller than the input."""
+    if length is None:
+        return None
+    if is_known(length):
+        return length + left + right if length > max(left, right) else None
+    return Expr("reflect", length, left, right)
+
+
 def same(a: Dim, b: Dim) -> Optional[bool]:
     """Whether two dimensions are certainly equal (True), certainly differ for every input size
     (False), or either may hold (None)."""
@@ -162,7 +174,40 @@ def same(a: Dim, b: Dim) -> Optional[bool]:
         a, b = b, a
     if is_known(a):
         return False if not can_equal(b, a) else None
-    return None
+    return False if _never(a, b, lambda x, y: x == y) else None
+
+
+def broadcastable(a: Dim, b: Dim) -> Optional[bool]:
+    """Whether two dimensions certainly broadcast (equal, or one is 1), certainly never do for any
+    input size the layers accept (False), or either may hold (None)."""
+    if a is None or b is None:
+        return None
+    if a == b or a == 1 or b == 1:
+        return True
+    if is_known(a) and is_known(b):
+        return False
+    if is_known(a) or is_known(b):
+        known, other = (a, b) if is_known(a) else (b, a)
+        return False if not can_equal(other, known) and not can_equal(other, 1) else None
+    return False if _never(a, b, lambda x, y: x == y or x == 1 or y == 1) else None
+
+
+def _never(a: Expr, b: Expr, holds) -> bool:
+    """For expressions of one common symbol: some size makes both valid, and none of those sizes
+    makes `holds` true."""
+    symbols = a.symbols | b.symbols
+    if len(symbols) != 1 or "N" in symbols:
+        return False
+    (name,) = symbols
+    valid = False
+    for size in _TRIED:
+        x, y = a.evaluate({name: size}), b.evaluate({name: size})
+        if x is None or y is None:
+            continue
+        valid = True
+        if holds(x, y):
+            return False
+    return valid
 
 
 def can_equal(expr: Dim, target: int) -> bool:
@@ -220,6 +265,9 @@ def _affine(dim: Dim):
     if isinstance(dim, Expr) and dim.op == "+" and is_known(dim.args[1]):
         base, offset = _affine(dim.args[0])
         return base, offset + dim.args[1]
+    if isinstance(dim, Expr) and dim.op == "reflect":
+        base, offset = _affine(dim.args[0])
+        return base, offset + dim.args[1] + dim.args[2]
     if isinstance(dim, Expr) and dim.op == "window" and dim.args[2] == 1:
         length, kernel, _, padding, dilation, _ = dim.args
         base, offset = _affine(length)
@@ -251,16 +299,19 @@ def text(dim: Dim) -> str:
         return f"{_grouped(args[0])}/{args[1]}"
     if op == "window":
         length, kernel, stride, padding, dilation, ceil = args
-        span = dilation * (kernel - 1) - 2 * padding  # what one window eats
-        inner = text(length)
-        if stride == 1:
-            return inner if span == 0 else (f"{inner}-{span}" if span > 0 else f"{inner}+{-span}")
-        grouped = f"({inner})" if any(c in inner for c in "+-×/") else inner
-        if span + 1 == stride and not ceil:
-            return f"{grouped}/{stride}"  # floor((L - k) / k) + 1 = floor(L / k)
-        rest = span + 1
-        body = f"{inner}-{rest}" if rest > 0 else (f"{inner}+{-rest}" if rest < 0 else inner)
-        return f"({body})/{stride}+1"
+        base, offset = _affine(length)
+        # floor((L + 2p - d(k-1) - 1) / s) + 1 == floor((L + c) / s) with c = 2p - d(k-1) - 1 + s
+        shift = offset + 2 * padding - dilation * (kernel - 1) - 1 + stride
+        inner = text(base)
+        if isinstance(base, Expr) and base.op in ("+", "*"):
+            inner = f"({inner})"
+        if ceil:
+            shift += stride - 1
+        if shift == 0:
+            return f"{inner}/{stride}"
+        if shift == stride - 1:
+            return f"⌈{inner}/{stride}⌉"
+        return f"({inner}{'+' if shift > 0 else '-'}{abs(shift)})/{stride}"
     return "?"
 
 

@@ -1278,6 +1278,11 @@ class Interpreter:
                 return UNKNOWN
         if isinstance(callee, MODULE_VALUES):
             inputs = [self.expr(a.value, frame, certain) for a in call.args if a.keyword is None]
+            if not inputs and isinstance(callee, Layer):  # `attn(query=x, key=x, value=x)`
+                named = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+                first = next((named[k] for k in ("input", "query", "src", "tgt", "x") if k in named), None)
+                if first is not None:
+                    inputs = [self.expr(first, frame, certain)]
             return self.call_module(callee, inputs, call, sem, frame.depth, certain)
         if isinstance(func, cst.Attribute):
             receiver_node = func.value

@@ -122,11 +122,10 @@ def broadcast(a: D.Shape, b: D.Shape):
         elif y == 1:
             out.append(x)
         else:
-            equal = D.same(x, y)
-            if equal is False and not D.can_equal(x, 1) and not D.can_equal(y, 1):
+            if D.broadcastable(x, y) is False:
                 axis = max(len(a), len(b)) - position
                 return f"dimension {axis} is {D.text(x)} against {D.text(y)}"
-            out.append(x if equal else None)
+            out.append(x if D.same(x, y) else None)
     return tuple(reversed(out))
 
 
