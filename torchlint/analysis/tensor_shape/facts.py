@@ -21,7 +21,7 @@ from torchlint.analysis.tensor_shape import inputs as I
 from torchlint.analysis.tensor_shape import losses as L
 from torchlint.analysis.tensor_shape.modules import (
     MODULE_VALUES, Interpreter, Layer, Problem, Sequence_, Step, Submodule, UNKNOWN, bind_constructor, class_layers,
-    layer_of, method, project_class,
+    evaluate, layer_of, method, project_class,
 )
 from torchlint.analysis.tensor_shape.script import ScriptFrame
 from torchlint.analysis.tensor_shape.values import Tensor, Tup
@@ -90,7 +90,7 @@ class _Builder:
             self._feed(call)
             if "torchvision.datasets" in (sem.qualified_name(call.func) or ""):
                 self._transform_findings(I.normalize_misfits(sem, call), I.dataset_source(sem, call, 0))
-        for klass in sorted(sem.module_classes(), key=lambda k: sem.index.order.get(k, 0)):
+        for klass in sorted(_module_classes(sem), key=lambda k: sem.index.order.get(k, 0)):
             if id(klass) not in self._fed_classes:
                 self._symbolic_class(klass)
         if self._outputs:
@@ -268,7 +268,7 @@ class _Builder:
     def _symbolic_run(self, klass: cst.ClassDef, forward: cst.FunctionDef, arguments: Dict[str, Any]) -> None:
         sem = self.sem
         layers = class_layers(sem, klass, arguments)
-        shape = _symbolic_input(forward, layers)
+        shape = _symbolic_input(forward, layers, 0, sem)
         if shape is None:
             return
         interpreter = Interpreter()
@@ -316,7 +316,7 @@ class _Builder:
                             "; another input of this program fits the layer as it is, so no size suits both"
 
 
-def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int = 0) -> Optional[tuple]:
+def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int = 0, sem=None) -> Optional[tuple]:
     """(N, C, H, W) for a forward whose input first reaches a layer that fixes its rank and
     channels (a convolution, a Linear, an Embedding), through submodules and through layers that
     keep any channel count (padding, pooling, activations): the straight-line code that starts
@@ -325,7 +325,20 @@ def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int
     if not params or depth > 4:
         return None
     name = params[0]
-    for statement in forward.body.body:
+    statements = list(forward.body.body)
+    while statements:
+        statement = statements.pop(0)
+        if isinstance(statement, cst.If):
+            # a branch the constructor decides (`if input.is_cuda and self.ngpu > 1:` with ngpu 1)
+            env = {"self." + key: value for key, value in layers.items()}
+            condition = evaluate(sem if sem is not None else semantic_of(forward, layers), statement.test, env, 0)
+            if condition is True:
+                statements = list(statement.body.body) + statements
+                continue
+            if condition is False and isinstance(statement.orelse, cst.Else):
+                statements = list(statement.orelse.body.body) + statements
+                continue
+            return None
         if not isinstance(statement, cst.SimpleStatementLine):
             return None
         for small in statement.body:
@@ -352,6 +365,50 @@ _ANY_CHANNELS = frozenset(C.IDENTITY_LAYERS) | {
 }
 
 
+def _module_classes(sem) -> set:
+    """The file's module classes, and those whose base a star import hides (`class UNet(nn.Module)`
+    after `from .parts import *`): spelled `Module`, or a project module class."""
+    found = set(sem.module_classes())
+    for klass in sem.index.nodes(cst.ClassDef):
+        if klass in found or method(klass, "forward") is None:
+            continue
+        for base in klass.bases:
+            value = base.value
+            spelled = sem.source(value)
+            if (spelled in ("nn.Module", "torch.nn.Module", "Module") and sem.qualified_name(value) is None) or \
+                    (isinstance(value, cst.Name) and project_class(sem, value) is not None):
+                found.add(klass)
+                break
+    return found
+
+
+def semantic_of(forward, layers: Dict[str, Any]):
+    """The semantic model the forward's class was read with (its layers carry it)."""
+    for value in layers.values():
+        found = getattr(value, "semantic", None)
+        if found is not None:
+            return found
+    return _NO_SEMANTIC
+
+
+class _NoSemantic:
+    def reaching_definition(self, name):
+        return None
+
+    def qualified_name(self, node):
+        return None
+
+    def function_of(self, node):
+        return None
+
+    @property
+    def __dict__(self):
+        return {}
+
+
+_NO_SEMANTIC = _NoSemantic()
+
+
 def _call_on(value, name: str) -> Optional[str]:
     call = value if isinstance(value, cst.Call) else None
     while call is not None:
@@ -371,16 +428,18 @@ def _first_layer_input(layer: Any, depth: int = 0) -> Optional[tuple]:
         forward = method(layer.klass, "forward")
         if forward is None:
             return None
-        return _symbolic_input(forward, class_layers(layer.semantic, layer.klass, layer.arguments), depth + 1)
+        return _symbolic_input(forward, class_layers(layer.semantic, layer.klass, layer.arguments), depth + 1,
+                               layer.semantic)
     if not isinstance(layer, Layer):
         return None
     name = layer.contract.name
     arguments = layer.arguments
     batch = D.symbol("N")
     spatial = {1: ("L",), 2: ("H", "W"), 3: ("D", "H", "W")}
-    if name[:-2] in ("Conv", "ConvTranspose") and name[-2:] in ("1d", "2d", "3d") \
-            and isinstance(arguments.get("in_channels"), int):
-        return (batch, arguments["in_channels"]) + tuple(D.symbol(s) for s in spatial[int(name[-2])])
+    if name[:-2] in ("Conv", "ConvTranspose") and name[-2:] in ("1d", "2d", "3d"):
+        channels = arguments.get("in_channels")  # a constructor parameter nothing fixes: a symbol
+        channels = channels if isinstance(channels, int) and not isinstance(channels, bool) else D.symbol("C")
+        return (batch, channels) + tuple(D.symbol(s) for s in spatial[int(name[-2])])
     if name == "Linear" and isinstance(arguments.get("in_features"), int):
         return (batch, arguments["in_features"])
     if name == "Embedding":

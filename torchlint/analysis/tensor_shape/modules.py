@@ -182,6 +182,12 @@ def evaluate(sem, node: cst.BaseExpression, env: Dict[str, Any], depth: int = 0)
     if kind is cst.BooleanOperation:
         left = evaluate(sem, node.left, env, depth + 1)
         if not _is_plain(left):
+            # `x.is_cuda and self.ngpu > 1`: a known false side settles `and`, a true one `or`
+            right = evaluate(sem, node.right, env, depth + 1)
+            if _is_plain(right) and isinstance(node.operator, cst.And) and not right:
+                return False
+            if _is_plain(right) and isinstance(node.operator, cst.Or) and right:
+                return True
             return UNKNOWN
         if isinstance(node.operator, cst.And):
             return evaluate(sem, node.right, env, depth + 1) if left else left
@@ -660,6 +666,8 @@ def project_class(sem, func: cst.BaseExpression) -> Optional[Tuple[cst.ClassDef,
             return (klass, sem) if sem.is_module_class(klass) else None
     qualified = sem.qualified_name(func)
     project = sem.project
+    if qualified is None and isinstance(func, cst.Name) and project is not None:
+        qualified = _star_imported(sem, func.value)
     if not qualified or project is None or qualified.split(".")[0] in ("torch", "torchvision", "builtins"):
         return None
     fact = project.fact(qualified)
@@ -677,6 +685,24 @@ def project_class(sem, func: cst.BaseExpression) -> Optional[Tuple[cst.ClassDef,
     for klass in other.index.nodes(cst.ClassDef):
         if klass.name.value == qualified.rsplit(".", 1)[-1] and other.is_module_class(klass):
             return klass, other
+    return None
+
+
+def _star_imported(sem, name: str) -> Optional[str]:
+    """`pkg.parts.DoubleConv` for a name that a `from .parts import *` of the project may bring,
+    where the module itself binds no such name: the project layer answers for that module."""
+    if name in module_constants(sem) or name in _top_level_definitions(sem):
+        return None
+    for statement in sem.module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                dots = "." * len(small.relative)
+                module = sem.source(small.module) if small.module is not None else ""
+                candidate = f"{dots}{module}.{name}" if module else f"{dots}{name}"
+                if sem.project.fact(candidate) is not None:
+                    return candidate
     return None
 
 
@@ -1106,6 +1132,9 @@ class Interpreter:
                 is_none = value is None
                 return is_none if isinstance(target.operator, cst.Is) else not is_none
         value = self.expr(test, frame, True)
+        if value is UNKNOWN and frame.klass is not None:
+            # what the constructor fixed (`self.ngpu > 1` with ngpu 1), read as constructor code reads it
+            value = evaluate(frame.sem, test, {"self." + k: v for k, v in frame.layers.items()}, 0)
         if isinstance(value, bool):
             return value
         if isinstance(value, MODULE_VALUES):

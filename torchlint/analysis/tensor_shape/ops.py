@@ -378,6 +378,17 @@ def function(qualified: str, positional: List[Any], keywords: Dict[str, Any], ba
         arguments = contract.bind([_python(v) for v in positional[1:3]],
                                   {k: _python(v) for k, v in keywords.items() if k in ("size", "scale_factor")})
         return Tensor(contract.apply(arguments, shape)) if arguments is not None else Tensor(None)
+    if name == "pad" and functional and isinstance(first, Tensor) and shape is not None:
+        pads = positional[1] if len(positional) > 1 else keywords.get("pad")
+        items = pads.items if isinstance(pads, Tup) else None
+        if items is None or len(items) % 2 or len(items) // 2 > len(shape):
+            return Tensor(None)
+        out = list(shape)
+        for axis in range(len(items) // 2):
+            left, right = _dim_of(items[2 * axis]), _dim_of(items[2 * axis + 1])
+            position = len(shape) - 1 - axis
+            out[position] = D.add(D.add(shape[position], left), right) if None not in (left, right) else None
+        return Tensor(tuple(out))
     if name in ("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like", "full_like") and len(parts) == 2:
         return Tensor(shape) if isinstance(first, Tensor) else UNKNOWN
     if len(parts) == 2 and isinstance(first, Tensor):
