@@ -24,8 +24,6 @@ class ShapeRule(Rule):
     cross_file_triggers = True
 
     def candidates(self, node_type: Type[cst.CSTNode], semantic) -> Optional[Sequence[cst.CSTNode]]:
-        if not semantic.imports_torch:
-            return []
         found = shape_facts(semantic).at(self.code)
         order = semantic.index.order
         return sorted((n for n in found if isinstance(n, node_type)), key=lambda n: order.get(n, 0))

@@ -291,13 +291,15 @@ class _Builder:
             return
         here = problem.definition if problem.definition is not None and problem.definition in sem.index.order else (
             problem.node if problem.node in sem.index.order else feed)
+        if here is None:  # the layer is another file's: the innermost call of this file that leads there
+            here = next((call for call in reversed(problem.calls) if call in sem.index.order), None)
         if here is None:
             return
         key = (here, code)
         if key in self._reported:
             return
         self._reported.add(key)
-        message, fix = _message(problem, source, sem, here is feed)
+        message, fix = _message(problem, source, sem, here is feed or here is not problem.definition)
         finding = Finding(code, here, message, fix)
         self.facts.findings.append(finding)
         if problem.definition is not None:

@@ -129,6 +129,7 @@ class Problem:
     layer: Optional[str] = None
     fix: Optional[Tuple[cst.CSTNode, str]] = None  # (argument node, replacement text)
     arguments: Optional[Dict[str, Any]] = None  # the layer's constructor arguments
+    calls: Tuple[cst.CSTNode, ...] = ()  # the module calls that led to it, outermost first
 
 
 @dataclass
@@ -942,10 +943,19 @@ class Interpreter:
         self._layers_cache: Dict[int, Dict[str, Any]] = {}
         self._prefixes: List[str] = []  # the attribute path of the submodule being run
         self.batch: Any = None  # the input's Source while a fed model runs
+        self._calls: List[cst.CSTNode] = []
 
     # -- modules
     def call_module(self, module: Any, inputs: Sequence[Any], node: cst.CSTNode, sem, depth: int,
                     certain: bool) -> Any:
+        self._calls.append(node)
+        try:
+            return self._call_module(module, inputs, node, sem, depth, certain)
+        finally:
+            self._calls.pop()
+
+    def _call_module(self, module: Any, inputs: Sequence[Any], node: cst.CSTNode, sem, depth: int,
+                     certain: bool) -> Any:
         if isinstance(module, Layer):
             return self._call_layer(module, inputs, node, sem, depth, certain)
         if isinstance(module, Sequence_):
@@ -1033,6 +1043,7 @@ class Interpreter:
         return output
 
     def _problem(self, problem: Problem, layer: Optional[Layer] = None) -> None:
+        problem.calls = tuple(self._calls)
         key = (id(problem.node), id(problem.definition), problem.kind)
         if key in self._seen:
             return
