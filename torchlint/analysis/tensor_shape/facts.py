@@ -195,7 +195,10 @@ class _Builder:
             klass, klass_sem = found
             arguments = bind_constructor(sem, klass, klass_sem, site, {})
             return klass.name.value, Submodule(klass, klass_sem, arguments, site, "")
-        layer = layer_of(sem, site, {}, "")
+        parent = sem.parent(site)
+        name = parent.targets[0].target.value if isinstance(parent, cst.Assign) and len(parent.targets) == 1 \
+            and isinstance(parent.targets[0].target, cst.Name) else ""
+        layer = layer_of(sem, site, {}, name)
         if isinstance(layer, MODULE_VALUES):
             return sem.source(site.func), layer
         return None

@@ -207,7 +207,10 @@ def view(shape: D.Shape, sizes: Sequence[Any], name: str, batch: Any = None):
     batch_first = len(shape) >= 1 and shape[0] == BATCH
     per_sample = D.product(shape[1:]) if batch_first else None
     given = D.product(d for i, d in enumerate(dims) if i not in inferred)
-    if batch_first and D.is_known(per_sample) and dims and D.is_known(dims[0]) and dims[0] > 0 and \
+    if batch_first and dims and D.is_known(dims[0]) and batch is not None and batch.batch_sizes and \
+            set(batch.batch_sizes) == {dims[0]}:
+        dims[0] = BATCH  # the batch size every batch has, written out (`images.reshape(batch_size, -1)`)
+    elif batch_first and D.is_known(per_sample) and dims and D.is_known(dims[0]) and dims[0] > 0 and \
             batch is not None and batch.batch_sizes and all(D.is_known(d) for d in dims[1:]):
         fixed = dims[0]
         for size in batch.batch_sizes:
