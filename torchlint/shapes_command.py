@@ -105,7 +105,7 @@ def _runs(semantic, sample: Optional[tuple], only: Optional[str]):
         interpreter = Interpreter()
         output = interpreter.call_module(Submodule(klass, semantic, arguments, klass, ""), [Tensor(source.shape)],
                                          klass, semantic, 0, True)
-        found.append(ModelRun(klass.name.value, source.description, source.shape, interpreter.run.steps, output,
+        found.append(ModelRun(klass.name.value, source, source.shape, interpreter.run.steps, output,
                               interpreter.run.problems, klass))
     return found
 

@@ -45,12 +45,17 @@ class ModelRun:
     """One model run over one input: what `torchlint shapes` prints."""
 
     label: str
-    source: str
+    origin: Any  # the input's `inputs.Source`, or "symbolic"
     input_shape: Any
     steps: List[Step]
     output: Any
     problems: List[Problem]
     node: cst.CSTNode
+
+    @property
+    def source(self) -> str:
+        """Where the input comes from, its line found only now (a table or message asks)."""
+        return self.origin if isinstance(self.origin, str) else self.origin.description
 
 
 @dataclass
@@ -157,7 +162,7 @@ class _Builder:
         interpreter.batch = source
         if isinstance(argument, Tensor) and argument.shape is not None:
             output = interpreter.call_module(module, [argument], call, sem, 0, True)
-            self.facts.runs.append(ModelRun(label, source.description, argument.shape, interpreter.run.steps,
+            self.facts.runs.append(ModelRun(label, source, argument.shape, interpreter.run.steps,
                                             output, interpreter.run.problems, call))
         self._outputs[call] = output
         for problem in interpreter.run.problems:
@@ -212,7 +217,7 @@ class _Builder:
             self._fed_classes.add(id(module.klass))
         interpreter = Interpreter(self._fitted)
         output = interpreter.call_module(module, [Tensor(source.shape)], feed, self.sem, 0, True)
-        run = ModelRun(label, source.description, source.shape, interpreter.run.steps, output,
+        run = ModelRun(label, source, source.shape, interpreter.run.steps, output,
                        interpreter.run.problems, feed)
         self._outputs[feed] = output
         self.facts.runs.append(run)
