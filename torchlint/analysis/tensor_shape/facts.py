@@ -499,7 +499,8 @@ def _message(problem: Problem, source: I.Source, sem, at_feed: bool) -> Tuple[st
                 fix = (argument, str(misfit.got))
                 consequence += f"; build it with {misfit.parameter}={misfit.got}"
         return f"{head}: {chain}; {consequence}", fix
-    return f"{problem.text}: {chain}", None
+    within = f" in `{problem.within}`" if problem.within else ""
+    return f"{problem.text}{within}: {chain}", None
 
 
 def _consequence(problem: Problem, source: I.Source) -> str:

@@ -130,6 +130,7 @@ class Problem:
     fix: Optional[Tuple[cst.CSTNode, str]] = None  # (argument node, replacement text)
     arguments: Optional[Dict[str, Any]] = None  # the layer's constructor arguments
     calls: Tuple[cst.CSTNode, ...] = ()  # the module calls that led to it, outermost first
+    within: str = ""  # the submodule it happens in (`layer2[0]`), for an op outside any layer
 
 
 @dataclass
@@ -1044,6 +1045,7 @@ class Interpreter:
 
     def _problem(self, problem: Problem, layer: Optional[Layer] = None) -> None:
         problem.calls = tuple(self._calls)
+        problem.within = ".".join(p for p in self._prefixes if p)
         key = (id(problem.node), id(problem.definition), problem.kind)
         if key in self._seen:
             return
