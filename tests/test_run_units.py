@@ -89,8 +89,13 @@ def test_select_and_ignore_apply_to_runtime_codes():
     ("IndexError", "invalid index of a 0-dim tensor. Use `tensor.item()` in Python", "TL201"),
     ("TypeError", "Tensor.backward() got an unexpected keyword argument 'retain_variables'", "TL203"),
     ("RuntimeError", "Legacy autograd function with non-static forward method is deprecated.", "TL205"),
-    ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)", None),
-    ("ValueError", "Expected input batch_size (2) to match target batch_size (3).", None),
+    ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)", "TL301"),
+    ("ValueError", "Expected input batch_size (2) to match target batch_size (3).", "TL302"),
+    ("RuntimeError", "shape '[-1, 400]' is invalid for input of size 2304", "TL302"),
+    ("RuntimeError", "Calculated padded input size per channel: (2 x 2). Kernel size: (3 x 3). Kernel size can't be "
+                     "greater than actual input size", "TL303"),
+    ("RuntimeError", "Sizes of tensors must match except in dimension 1. Expected size 63 but got size 62", "TL304"),
+    ("RuntimeError", "0D or 1D target tensor expected, multi-target not supported", "TL305"),
     ("IndexError", "list index out of range", None),
 ])
 def test_exception_families(kind, message, family):
