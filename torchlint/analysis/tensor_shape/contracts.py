@@ -333,28 +333,25 @@ def _recurrent(lstm: bool):
     return apply
 
 
-def _attention(arguments, shape):
-    if not _known(shape):
-        return None
-    if len(shape) not in (2, 3):
-        return Misfit("rank", None, (2, 3), len(shape), f"expects 2-D or 3-D query, gets {len(shape)}-D")
-    embed = _int(arguments["embed_dim"])
-    if embed is not None and D.same(shape[-1], embed) is False:
-        return Misfit("features", "embed_dim", embed, shape[-1],
-                      f"expects embed_dim {embed} in the query's last dimension, gets {D.text(shape[-1])}")
-    return shape
+def _last_dimension(parameter: str, what: str):
+    """Layers that read (sequence, batch, features) or (batch, sequence, features) and check the
+    features: `MultiheadAttention(embed_dim)`, `Transformer*Layer(d_model)`."""
+    def apply(arguments, shape):
+        if not _known(shape):
+            return None
+        if len(shape) not in (2, 3):
+            return Misfit("rank", None, (2, 3), len(shape), f"expects 2-D or 3-D {what}, gets {len(shape)}-D")
+        size = _int(arguments[parameter])
+        if size is not None and D.same(shape[-1], size) is False:
+            return Misfit("features", parameter, size, shape[-1],
+                          f"expects {parameter} {size} in the {what}'s last dimension, gets {D.text(shape[-1])}")
+        return shape
+
+    return apply
 
 
-def _transformer_layer(arguments, shape):
-    if not _known(shape):
-        return None
-    if len(shape) not in (2, 3):
-        return Misfit("rank", None, (2, 3), len(shape), f"expects 2-D or 3-D input, gets {len(shape)}-D")
-    model = _int(arguments["d_model"])
-    if model is not None and D.same(shape[-1], model) is False:
-        return Misfit("features", "d_model", model, shape[-1],
-                      f"expects d_model {model} in the last dimension, gets {D.text(shape[-1])}")
-    return shape
+_attention = _last_dimension("embed_dim", "query")
+_transformer_layer = _last_dimension("d_model", "input")
 
 
 # -- reshaping layers --------------------------------------------------------------------------

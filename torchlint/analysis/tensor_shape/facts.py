@@ -326,7 +326,7 @@ class _Builder:
                             "; another input of this program fits the layer as it is, so no size suits both"
 
 
-def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int = 0, sem=None) -> Optional[tuple]:
+def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int, sem) -> Optional[tuple]:
     """(N, C, H, W) for a forward whose input first reaches a layer that fixes its rank and
     channels (a convolution, a Linear, an Embedding), through submodules and through layers that
     keep any channel count (padding, pooling, activations): the straight-line code that starts
@@ -341,7 +341,7 @@ def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int
         if isinstance(statement, cst.If):
             # a branch the constructor decides (`if input.is_cuda and self.ngpu > 1:` with ngpu 1)
             env = {"self." + key: value for key, value in layers.items()}
-            condition = evaluate(sem if sem is not None else semantic_of(forward, layers), statement.test, env, 0)
+            condition = evaluate(sem, statement.test, env, 0)
             if condition is True:
                 statements = list(statement.body.body) + statements
                 continue
@@ -390,33 +390,6 @@ def _module_classes(sem) -> set:
                 found.add(klass)
                 break
     return found
-
-
-def semantic_of(forward, layers: Dict[str, Any]):
-    """The semantic model the forward's class was read with (its layers carry it)."""
-    for value in layers.values():
-        found = getattr(value, "semantic", None)
-        if found is not None:
-            return found
-    return _NO_SEMANTIC
-
-
-class _NoSemantic:
-    def reaching_definition(self, name):
-        return None
-
-    def qualified_name(self, node):
-        return None
-
-    def function_of(self, node):
-        return None
-
-    @property
-    def __dict__(self):
-        return {}
-
-
-_NO_SEMANTIC = _NoSemantic()
 
 
 def _call_on(value, name: str) -> Optional[str]:

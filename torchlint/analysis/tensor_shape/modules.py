@@ -142,6 +142,23 @@ class Run:
 
 # -- constant evaluation -----------------------------------------------------------------------
 
+class NoNames:
+    """A semantic model for literals only (`--verify`'s grid arguments): no name resolves."""
+
+    def reaching_definition(self, name):
+        return None
+
+    def qualified_name(self, node):
+        return None
+
+    def function_of(self, node):
+        return None
+
+    @property
+    def __dict__(self):
+        return {}
+
+
 def evaluate(sem, node: cst.BaseExpression, env: Dict[str, Any], depth: int = 0) -> Any:
     """The Python value of a constructor argument (int, float, str, bool, None, tuple), a layer,
     or UNKNOWN."""

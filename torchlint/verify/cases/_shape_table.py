@@ -91,14 +91,15 @@ _PAIRS = {name for name, contract in C.LAYERS.items() if contract.returns_pair}
 def _static_features(layer: str, arguments: str, shape: Tuple[int, ...]) -> Optional[int]:
     """What the analyzer's formula says each sample of the layer's output holds (flattened from
     dim 1), read through the analyzer itself on the good snippet's text."""
-    from torchlint.analysis.tensor_shape.modules import evaluate
     import libcst as cst
+
+    from torchlint.analysis.tensor_shape.modules import NoNames, evaluate
 
     contract = C.LAYERS[layer]
     call = cst.parse_expression(f"f({arguments})")
     positional, keywords = [], {}
     for argument in call.args:
-        value = evaluate(_NoNames(), argument.value, {}, 0)
+        value = evaluate(NoNames(), argument.value, {}, 0)
         if argument.keyword is not None:
             keywords[argument.keyword.value] = value
         else:
@@ -110,27 +111,6 @@ def _static_features(layer: str, arguments: str, shape: Tuple[int, ...]) -> Opti
     if out is None or isinstance(out, C.Misfit) or len(out) < 2 or not all(D.is_known(d) for d in out):
         return None
     return D.product(out[1:])
-
-
-class _NoNames:
-    """Grid arguments are literals: no name needs resolving."""
-
-    def reaching_definition(self, name):
-        return None
-
-    def qualified_name(self, node):
-        return None
-
-    def function_of(self, node):
-        return None
-
-    __dict__: dict = {}
-
-    @property
-    def module(self):
-        import libcst as cst
-
-        return cst.Module(body=[])
 
 
 def _snippet(layer: str, arguments: str, shape: Tuple[int, ...], features: int) -> str:
