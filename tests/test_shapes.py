@@ -203,3 +203,20 @@ def test_no_fix_where_another_input_fits_the_layer():
     findings = lint_source(source, "snippet.py", select=["TL301"])
     assert [f.code for f in findings] == ["TL301"]
     assert findings[0].fix is None and "196" in findings[0].message
+
+
+def test_shapes_command_reads_notebooks(tmp_path):
+    import json
+
+    cells = [
+        "import torch\nimport torch.nn as nn\n",
+        "model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.Flatten(), nn.Linear(4 * 26 * 26, 10))\n",
+        "out = model(torch.randn(2, 1, 28, 28))\n",
+    ]
+    notebook = {"cells": [{"cell_type": "code", "metadata": {}, "source": c, "outputs": [], "execution_count": None}
+                          for c in cells], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "model.ipynb"
+    path.write_text(json.dumps(notebook))
+    result = _shapes(str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "N×4×26×26" in result.stdout and "output: N×10" in result.stdout
