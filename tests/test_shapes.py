@@ -220,3 +220,41 @@ def test_shapes_command_reads_notebooks(tmp_path):
     result = _shapes(str(path))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "N×4×26×26" in result.stdout and "output: N×10" in result.stdout
+
+
+def test_a_layer_file_is_judged_by_the_file_of_its_directory_that_builds_the_model(tmp_path):
+    (tmp_path / "setup.py").write_text("")
+    parts = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+        class Block(nn.Module):
+            def __init__(self, cin, cout):
+                super().__init__()
+                self.conv = nn.Conv2d(cin, cout, 3, padding=1)
+            def forward(self, x):
+                return self.conv(x)
+        class Merge(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.conv = nn.Conv2d(channels * 2, channels, 1)
+            def forward(self, a, b):
+                return self.conv(a + b)
+    """)
+    (tmp_path / "parts.py").write_text(parts)
+    (tmp_path / "model.py").write_text(textwrap.dedent("""
+        import torch.nn as nn
+        from parts import Block, Merge
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = Block(3, 16)
+                self.b = Block(16, 16)
+                self.merge = Merge(16)
+            def forward(self, x):
+                y = self.a(x)
+                return self.merge(y, self.b(y))
+    """))
+    findings = lint_source(parts, str(tmp_path / "parts.py"), select=["TL301"])
+    assert [(f.code, f.start.row) for f in findings] == [("TL301", 13)]
+    assert "in `merge`" in findings[0].message and "model.py" in findings[0].message
+    assert findings[0].fix is None  # `channels * 2` names a parameter other instances set differently

@@ -62,6 +62,7 @@ class ModelRun:
 class ShapeFacts:
     findings: List[Finding] = field(default_factory=list)
     runs: List[ModelRun] = field(default_factory=list)
+    fitted: set = field(default_factory=set)  # ids of layer constructor calls some input fitted
 
     def at(self, code: str) -> Dict[cst.CSTNode, List[Finding]]:
         found: Dict[cst.CSTNode, List[Finding]] = {}
@@ -71,16 +72,20 @@ class ShapeFacts:
         return found
 
 
-def shape_facts(sem) -> ShapeFacts:
-    found = sem.__dict__.get("_shape_facts")
+def shape_facts(sem, importers: bool = True) -> ShapeFacts:
+    """The file's shape facts; with `importers`, also what the files of its directory that import
+    it find in its classes (a model file judged by the script that feeds it)."""
+    key = "_shape_facts" if importers else "_shape_facts_alone"
+    found = sem.__dict__.get(key)
     if found is None:
-        found = sem.__dict__["_shape_facts"] = _Builder(sem).build()
+        found = sem.__dict__[key] = _Builder(sem, importers).build()
     return found
 
 
 class _Builder:
-    def __init__(self, sem) -> None:
+    def __init__(self, sem, importers: bool = True) -> None:
         self.sem = sem
+        self.importers = importers
         self.facts = ShapeFacts()
         self._reported: set = set()
         self._fed_classes: set = set()
@@ -95,14 +100,55 @@ class _Builder:
             self._feed(call)
             if "torchvision.datasets" in (sem.qualified_name(call.func) or ""):
                 self._transform_findings(I.normalize_misfits(sem, call), I.dataset_source(sem, call, 0))
-        for klass in sorted(_module_classes(sem), key=lambda k: sem.index.order.get(k, 0)):
-            if id(klass) not in self._fed_classes:
-                self._symbolic_class(klass)
+        unfed = [klass for klass in sorted(_module_classes(sem), key=lambda k: sem.index.order.get(k, 0))
+                 if id(klass) not in self._fed_classes]
+        for klass in unfed:
+            self._symbolic_class(klass)
+        if unfed and self.importers:
+            self._from_importers()
         if self._outputs:
             for call in sem.index.nodes(cst.Call):
                 self._loss(call)
         self._settle_fixes()
+        self.facts.fitted = self._fitted
         return self.facts
+
+    # -- what the files that import this one find in its classes
+    def _from_importers(self) -> None:
+        sem = self.sem
+        project = sem.project
+        if project is None or not sem.path:
+            return
+        import os
+
+        from torchlint.analysis import project as project_layer
+
+        path = os.path.abspath(sem.path)
+        directory, name = os.path.split(path)
+        module = name[:-3] if name.endswith(".py") else None
+        if module is None:
+            return
+        try:
+            siblings = sorted(n for n in os.listdir(directory) if n.endswith(".py") and n != name)[:40]
+        except OSError:
+            return
+        for sibling in siblings:
+            other_path = os.path.join(directory, sibling)
+            found = project_layer._text_of(other_path)
+            if found is None or module not in found[0] or "import" not in found[0]:
+                continue
+            parsed = project_layer._read(other_path)
+            if parsed is None or parsed.semantic is None:
+                continue
+            project.read[other_path] = parsed.digest  # this file's findings now depend on it
+            other = parsed.semantic
+            facts = shape_facts(other, importers=False)
+            self._fitted |= facts.fitted
+            for run in facts.runs:
+                source = run.origin if not isinstance(run.origin, str) else I.Source((), f"any input {run.label} takes")
+                for problem in run.problems:
+                    if problem.certain and (problem.definition in sem.index.order or problem.node in sem.index.order):
+                        self._report(problem, _elsewhere(source, other, sibling), None)
 
     # -- losses
     def _loss(self, call: cst.Call) -> None:
@@ -279,7 +325,7 @@ class _Builder:
         shape = _symbolic_input(forward, layers, 0, sem)
         if shape is None:
             return
-        interpreter = Interpreter()
+        interpreter = Interpreter(self._fitted)
         module = Submodule(klass, sem, arguments, klass, "")
         output = interpreter.call_module(module, [Tensor(shape)], klass, sem, 0, True)
         source = I.Source(tuple(shape[1:]), "any input the model takes")
@@ -375,6 +421,18 @@ _ANY_CHANNELS = frozenset(C.IDENTITY_LAYERS) | {
 }
 
 
+def _elsewhere(source, other_sem, sibling: str):
+    """A source of another file, described with that file's name (`CIFAR10 3×32×32 (train.py:7)`)."""
+    described = I.Source(source.sample, source.label, source.batch_size, source.batched)
+    where = source.where
+    if where is not None:
+        line = I.line_of(*where)
+        described.label = f"{source.label} ({sibling}:{line})" if line else f"{source.label} ({sibling})"
+    elif source.label.startswith("any input"):
+        described.label = f"any input {sibling}'s model takes"
+    return described
+
+
 def _module_classes(sem) -> set:
     """The file's module classes, and those whose base a star import hides (`class UNet(nn.Module)`
     after `from .parts import *`): spelled `Module`, or a project module class."""
@@ -461,14 +519,16 @@ def _message(problem: Problem, source: I.Source, sem, at_feed: bool) -> Tuple[st
     if problem.definition is not None:
         layer_sem = problem.semantic
         where = sem.elsewhere(problem.definition) or _where(layer_sem, problem.definition)
-        head = f"`{problem.layer} = {_short(layer_sem, problem.definition)}` ({where}) {problem.misfit.text if problem.misfit else problem.text}"
+        label = problem.layer.rsplit(".", 1)[-1] if problem.layer else problem.layer
+        within = f", in `{problem.within}`," if problem.within and problem.within != problem.layer else ""
+        head = f"`{label} = {_short(layer_sem, problem.definition)}` ({where}){within} {problem.misfit.text if problem.misfit else problem.text}"
         if problem.kind == "batch_first":
-            head = f"`{problem.layer} = {_short(layer_sem, problem.definition)}` ({where}) {problem.text}"
+            head = f"`{label} = {_short(layer_sem, problem.definition)}` ({where}){within} {problem.text}"
         misfit = problem.misfit
         consequence = _consequence(problem, source)
         if misfit is not None and misfit.kind == "features" and D.is_known(misfit.got) and not at_feed:
             argument = _argument_node(problem.definition, misfit.parameter, problem.semantic)
-            if argument is not None:
+            if argument is not None and _literal(argument):
                 fix = (argument, str(misfit.got))
                 consequence += f"; build it with {misfit.parameter}={misfit.got}"
         return f"{head}: {chain}; {consequence}", fix
@@ -497,6 +557,19 @@ def _consequence(problem: Problem, source: I.Source) -> str:
     if misfit.parameter == "num_features":
         return f"the forward raises `running_mean should contain {D.text(misfit.got)} elements not {misfit.expected}`"
     return "the forward raises"
+
+
+def _literal(node: cst.CSTNode) -> bool:
+    """Numbers and arithmetic only (`16 * 5 * 5`): a name may be a parameter other instances of
+    the class pass other sizes through, so writing one number there would break them."""
+    class Names(cst.CSTVisitor):
+        found = False
+
+        def visit_Name(self, name: cst.Name) -> None:
+            Names.found = True
+
+    node.visit(Names())
+    return not Names.found
 
 
 def _argument_node(call: cst.Call, parameter: Optional[str], sem) -> Optional[cst.CSTNode]:
