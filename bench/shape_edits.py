@@ -474,14 +474,38 @@ def runnable_code(text: str, path: str) -> Tuple[str, List[Tuple[Optional[int], 
 # Lint mode (torchlint's API; never torch)
 # --------------------------------------------------------------------------------------------
 
+_STAMP = [0]
+
+
 def shape_findings(path: str, text: str) -> List[dict]:
+    """The TL30x findings of `text` linted as the file at `path`, which holds that text on disk
+    while it is linted (in the temporary extract): as in an editor or a pre-commit hook, the other
+    files of its directory that import it see the edited version."""
     from torchlint.engine import select_rules
     from torchlint.runner import lint_data
 
     rules = select_rules(["TL3"])
-    result = lint_data(path, text.encode("utf-8"), rules)
+    original = Path(path).read_bytes() if os.path.exists(path) else None
+    data = text.encode("utf-8")
+    if original is None:  # not extracted (the archive failed): linted in memory only
+        result = lint_data(path, data, rules)
+    else:
+        _write(path, data)
+        try:
+            result = lint_data(path, data, rules)
+        finally:
+            _write(path, original)
     return [{"code": f.code, "line": f.start.row, "cell": f.cell, "message": f.message}
             for f in result.findings if f.code.startswith("TL30")]
+
+
+def _write(path: str, data: bytes) -> None:
+    """Write and give the file a new modification time: the project layer re-reads a file whose
+    time or size changed."""
+    Path(path).write_bytes(data)
+    _STAMP[0] += 1
+    stamp = 1_700_000_000_000_000_000 + _STAMP[0] * 1_000_000
+    os.utime(path, ns=(stamp, stamp))
 
 
 def rule_codes() -> List[str]:
