@@ -87,7 +87,7 @@ def test_message_explains_the_arithmetic_and_fix_writes_the_number():
     assert "CIFAR10 3×32×32 (line 10) → conv1 6×28×28 → pool 6×14×14 → conv2 16×12×12 → pool 16×6×6 → flatten 576" \
         in finding.message
     assert "(4x576 and 400x120)" in finding.message
-    assert finding.fix is not None and finding.fix.edits[0].content == "576"
+    assert finding.fix is not None and finding.fix.edits[0].content == "16 * 6 * 6"
 
 
 def test_a_model_fed_nothing_known_is_silent_where_some_input_fits():

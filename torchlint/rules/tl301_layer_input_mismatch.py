@@ -62,8 +62,8 @@ self.fc1 = nn.Linear(16 * 6 * 6, 120)   # or nn.LazyLinear(120)
 ```
 
 ## Fix safety
-Where the input size is exact, an unsafe fix writes the size the layer gets (`nn.Linear(576,
-120)`): it makes the model run, but whether the architecture is what the author meant (or the
+Where the input size is exact, an unsafe fix writes the size the layer gets (`nn.Linear(16 * 6 *
+6, 120)`, the flattened map's factors where the shapes show them): it makes the model run, but whether the architecture is what the author meant (or the
 data should be resized instead) is the author's call, and a checkpoint saved for the old size no
 longer loads.
 

@@ -529,8 +529,9 @@ def _message(problem: Problem, source: I.Source, sem, at_feed: bool) -> Tuple[st
         if misfit is not None and misfit.kind == "features" and D.is_known(misfit.got) and not at_feed:
             argument = _argument_node(problem.definition, misfit.parameter, problem.semantic)
             if argument is not None and _literal(argument):
-                fix = (argument, str(misfit.got))
-                consequence += f"; build it with {misfit.parameter}={misfit.got}"
+                written = _factors_text(problem, misfit.got)
+                fix = (argument, written)
+                consequence += f"; build it with {misfit.parameter}={written}"
         return f"{head}: {chain}; {consequence}", fix
     within = f" in `{problem.within}`" if problem.within else ""
     return f"{problem.text}{within}: {chain}", None
@@ -557,6 +558,18 @@ def _consequence(problem: Problem, source: I.Source) -> str:
     if misfit.parameter == "num_features":
         return f"the forward raises `running_mean should contain {D.text(misfit.got)} elements not {misfit.expected}`"
     return "the forward raises"
+
+
+def _factors_text(problem: Problem, size: int) -> str:
+    """`16 * 6 * 6` where the size is a flattened map whose shape the trace shows, else `576`."""
+    for step in reversed(problem.trace):
+        if step.label in ("flatten", "Flatten", "view", "reshape") and step.before is not None \
+                and step.after is not None and step.after[-1] == size and len(step.before) > 2:
+            dims = step.before[1:] if step.before[0] == D.symbol("N") else step.before
+            if all(D.is_known(d) for d in dims) and D.product(dims) == size and len(dims) > 1:
+                return " * ".join(str(d) for d in dims)
+        break
+    return str(size)
 
 
 def _literal(node: cst.CSTNode) -> bool:
