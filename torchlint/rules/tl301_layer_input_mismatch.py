@@ -62,10 +62,11 @@ self.fc1 = nn.Linear(16 * 6 * 6, 120)   # or nn.LazyLinear(120)
 ```
 
 ## Fix safety
-Where the input size is exact, an unsafe fix writes the size the layer gets (`nn.Linear(16 * 6 *
-6, 120)`, the flattened map's factors where the shapes show them): it makes the model run, but whether the architecture is what the author meant (or the
-data should be resized instead) is the author's call, and a checkpoint saved for the old size no
-longer loads.
+Where the input size is exact, an unsafe fix writes the size the layer gets, as the flattened
+map's factors where the shapes show them (`nn.Linear(16 * 6 * 6, 120)`): it makes the model run,
+but whether the architecture is what the author meant (or the data should be resized instead) is
+the author's call, and a checkpoint saved for the old size no longer loads. No fix where another
+input of the program fits the layer as it is, or where the size is a constructor parameter.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.nn.Linear.html
