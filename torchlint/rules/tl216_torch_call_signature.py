@@ -17,6 +17,13 @@ from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 _CAUGHT = ("TypeError", "Exception", "BaseException")
 
 
+
+# Keywords another rule reports with the history and fix of their own (one bug, one finding):
+# `retain_variables=` (TL203: renamed `retain_graph`), `async=` (TL204: `non_blocking`),
+# `volatile=` (TL202), `pretrained=` (TL215). A close-spelling rename here would be wrong
+# (`retain_variables` -> `grad_variables`).
+_OTHER_RULES_KEYWORDS = frozenset({"retain_variables", "async", "volatile", "pretrained", "pretrained_backbone"})
+
 class TorchCallSignature(Rule):
     code = "TL216"
     name = "torch-call-signature"
@@ -122,7 +129,7 @@ positional arguments or missing ones.
         if "k" in signature.flags and not signature.var_keyword:
             for arg in keywords:
                 keyword = arg.keyword.value
-                if keyword in signature.keywords:
+                if keyword in signature.keywords or keyword in _OTHER_RULES_KEYWORDS:
                     continue
                 unknown = True
                 self._unknown_keyword(node, arg, keyword, signature, spelled, given | bound, ctx)
