@@ -407,7 +407,8 @@ class Run:
             traceback=traceback_text, exit_code=exit_code, internal_errors=session.internal_errors,
             notes=problems + session.notes, thresholds={"vanishing": args.vanishing, "exploding": args.exploding},
             uses_cuda=_cuda_used(), environment=_environment(), saved_tensors_every=session.memory.every,
-            error_quoted=quoted)
+            error_quoted=quoted, frozen=sorted(session.gradients.frozen.values()),
+            shape_trace=session.shape_trace())
         name = args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
         options = {"format": name, "root": root}
         if args.output_file:

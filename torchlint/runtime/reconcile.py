@@ -150,7 +150,7 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
         results.append(Result(static.code, static.path, static.line, static.finding.start.column, status,
                               static.finding.message, evidence, static=static))
     for observation in observations:
-        if id(observation) not in used:
+        if id(observation) not in used and not observation.confirms_only:
             results.append(Result(observation.code, observation.path, observation.line, None, FOUND_BY_RUN,
                                   observation.message, observation.evidence, observation=observation))
     order = {CONFIRMED: 0, FOUND_BY_RUN: 0, RAN_WITHOUT_HARM: 1, NO_EVIDENCE: 1, NOT_REACHED: 2}

@@ -41,6 +41,9 @@ class RunReport:
     # the error that ended the run as the findings' evidence quotes it (`IndexError: invalid index
     # of a 0-dim tensor...`): the text report, which shows the traceback, does not print it twice
     error_quoted: Tuple[str, ...] = ()
+    frozen: List[str] = field(default_factory=list)  # parameters an optimizer holds with requires_grad=False
+    # the shape trace of a forward that raised (runtime/shapes.py: ShapeTrace), for the HTML report
+    shape_trace: Any = None
 
 
 def _where(result: Result) -> str:
@@ -53,7 +56,11 @@ def _status_word(result: Result) -> str:
 
 
 def _severity(result: Result) -> Optional[str]:
-    """The static finding's severity (`error`, `warning`, `note`); None for what only the run found."""
+    """The severity the run measured (TL003: what the retained graphs hold), else the static
+    finding's (`error`, `warning`, `note`); None for what only the run found without one."""
+    measured = getattr(result.observation, "severity", None)
+    if measured:
+        return measured
     severity = getattr(getattr(result.static, "finding", None), "severity", None)
     return severity.value if severity is not None else None
 
@@ -144,7 +151,27 @@ def _write_health(report: RunReport, write) -> None:
     else:
         more = len(rows) - len(shown)
         write(f"  all {len(rows)} parameters healthy" + (f" ({more} not shown)" if more else "") + "\n")
+    for line in health_notes(report):
+        write(f"  note: {line}\n")
     write("\n")
+
+
+def health_notes(report: RunReport) -> List[str]:
+    """What the health table leaves out on purpose, and why (biases feeding a BatchNorm, frozen
+    parameters)."""
+    notes = []
+    fed = [r for r in report.health if getattr(r, "feeds_batchnorm", None) and getattr(r, "by_construction", 0)]
+    if fed:
+        names = ", ".join(f"`{r.name}` (→ `{r.feeds_batchnorm}`)" for r in fed[:6])
+        more = f" and {len(fed) - 6} more" if len(fed) > 6 else ""
+        notes.append(f"{names}{more}: a bias feeding a BatchNorm has a zero gradient by construction (the "
+                     "BatchNorm subtracts the batch mean), not a vanishing one; `bias=False` on that layer saves it")
+    if report.frozen:
+        names = ", ".join(f"`{n}`" for n in report.frozen[:4])
+        more = f" and {len(report.frozen) - 4} more" if len(report.frozen) > 4 else ""
+        notes.append(f"{len(report.frozen)} parameter{'s' if len(report.frozen) != 1 else ''} frozen on purpose "
+                     f"(requires_grad=False) left out: {names}{more}")
+    return notes
 
 
 def _write_memory(report: RunReport, write) -> None:
@@ -207,7 +234,8 @@ def report_json(report: RunReport) -> dict:
                     "optimizer_steps": report.steps, "traceback": report.traceback},
         "findings": [result_json(r) for r in report.results],
         "gradient_health": {"steps": report.health_steps, "thresholds": report.thresholds,
-                            "parameters": [row.to_json() for row in report.health]},
+                            "parameters": [row.to_json() for row in report.health], "frozen": report.frozen,
+                            "notes": health_notes(report)},
         "memory": {"samples": [{"step": s.step, "saved_bytes": s.saved_bytes, "saved_tensors": s.saved_tensors,
                                 "cuda_allocated": s.cuda_allocated} for s in report.samples],
                    "saved_tensors_every": report.saved_tensors_every,

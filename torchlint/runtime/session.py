@@ -50,6 +50,7 @@ from torchlint.runtime.detectors.retention import Retention
 from torchlint.runtime.frames import Site, UserFrames, caller_of_module_call
 from torchlint.runtime.launcher import StopRun
 from torchlint.runtime.observation import Observation, Observations
+from torchlint.runtime.shapes import ShapeRecorder, ShapeTrace
 
 _USER_MODULE, _LOSS_MODULE = 1, 2
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
@@ -86,6 +87,7 @@ class Options:
     find_holders: bool = False
     saved_tensors: bool = True
     saved_tensors_every: Optional[int] = None  # hooks on in one step of this many; None: decided (memory.py)
+    curve_steps: int = 0  # gradient norms kept for the curves of the HTML report up to this step
 
 
 class _Mode(TorchFunctionMode):
@@ -168,6 +170,7 @@ class Session:
         self.failures = Failures(self)
         self.construction = Construction(self)
         self.discarded = discarded.Discarded(self)
+        self.shapes = ShapeRecorder()
 
     # -- install / uninstall ---------------------------------------------------------------------------
     def install(self) -> None:
@@ -203,6 +206,15 @@ class Session:
         self.disabled = True
         if _ACTIVE[0] is self:
             _ACTIVE[0] = None
+
+    def shape_trace(self) -> Optional[ShapeTrace]:
+        """The shape trace of the forward that raised last (None when none did)."""
+        try:
+            with _QUIET():
+                return self.shapes.trace()
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+            return None
 
     def set_main_namespace(self, namespace: Optional[dict]) -> None:
         self._main_namespace = namespace
@@ -410,14 +422,10 @@ class Session:
             self._root_order.append(key)
         self.module_state.scan_root(module)
         grad = torch.is_grad_enabled()
-        if not grad and module.training:
+        if (not grad and module.training) or (grad and any(p.requires_grad for p in module.parameters())):
             caller = caller_of_module_call(sys._getframe(1))
             if caller is not None and self.frames.is_user_file(caller.f_code.co_filename):
-                self.modes.check_no_grad_training(module, self.frames.site(caller), torch.is_inference_mode_enabled())
-        elif grad and not module.training and any(p.requires_grad for p in module.parameters()):
-            caller = caller_of_module_call(sys._getframe(1))
-            if caller is not None and self.frames.is_user_file(caller.f_code.co_filename):
-                self.modes.eval_call_starts(module, self.frames.site(caller))
+                self.modes.call_starts(module, self.frames.site(caller), grad, torch.is_inference_mode_enabled())
 
     def _forward_post(self, module: Any, args: tuple, output: Any) -> None:
         if self.disabled or threading.get_ident() != self._main_thread:
@@ -429,10 +437,12 @@ class Session:
             failing = sys.exc_info()[1] if output is None else None
             if failing is not None:  # the always-called hook on the exception path
                 self.failures.module_failed(module, failing)
+                with _QUIET():
+                    self.shapes.module_raised(module, args, failing)
                 self.inplace.forward_failed(module)
                 self.module_state.forward_failed(module)
                 if depth == 0:
-                    self.modes.eval_call_ends(module, None)
+                    self.modes.call_ends(module, None)
                 return None
             kind = self._kinds.get(type(module), 0)
             if not (kind or depth == 0 or self.inplace.watching):
@@ -446,7 +456,7 @@ class Session:
                 if kind & _LOSS_MODULE:
                     self.losses.after_loss(output, self.site(), args)
                 if depth == 0:
-                    self.modes.eval_call_ends(module, output)
+                    self.modes.call_ends(module, output)
                     if not torch.is_grad_enabled() and isinstance(output, torch.Tensor):
                         self.losses.mark_no_grad(output, self.site())
         except StopRun:
