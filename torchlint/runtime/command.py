@@ -368,12 +368,14 @@ class Run:
     def _report(self, outcome, session, statics, problems, reach, loaded, select, ignore, root) -> int:
         from torchlint.runtime import launcher
         from torchlint.runtime.reconcile import reconcile
-        from torchlint.runtime.report import WRITERS, RunReport
+        from torchlint.runtime.report import WRITERS, RunReport, clean_report
 
         args = self.args
         observations = [o for o in session.observations.all() if _selected(o.code, select, ignore)]
+        from torchlint.runtime.signatures import CODES
+
         results = reconcile(statics, observations, lambda path, line: reach.reached(path, line, loaded),
-                            unfinished=_unfinished(session, outcome))
+                            unfinished=_unfinished(session, outcome), observable=lambda code: code in CODES)
         classified = outcome.classified
         traceback_text = None
         quoted: Tuple[str, ...] = ()
@@ -411,6 +413,9 @@ class Run:
             shape_trace=session.shape_trace())
         name = args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
         options = {"format": name, "root": root}
+        text = name in ("concise", "full", "grouped")
+        if not (text and not args.output_file and _terminal(sys.stdout)):
+            clean_report(report)  # escape codes only where a terminal reads them
         if args.output_file:
             import io
 
@@ -438,6 +443,16 @@ def _error_quoted(error: BaseException) -> Tuple[str, ...]:
     if len(sentence) < 12:  # too short to be told from the rest of the evidence
         return ()
     return (f"{type(error).__name__}: {sentence}", sentence)
+
+
+def _terminal(stream) -> bool:
+    """Whether a person reads `stream` on a terminal (NO_COLOR asks for plain text there too)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _runtime_only(code: str) -> bool:

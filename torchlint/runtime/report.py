@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import linecache
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, TextIO, Tuple
@@ -44,6 +45,30 @@ class RunReport:
     frozen: List[str] = field(default_factory=list)  # parameters an optimizer holds with requires_grad=False
     # the shape trace of a forward that raised (runtime/shapes.py: ShapeTrace), for the HTML report
     shape_trace: Any = None
+
+
+_ANSI = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: Optional[str]) -> Optional[str]:
+    """`text` without terminal escape sequences (colours, cursor moves, hyperlinks)."""
+    return _ANSI.sub("", text) if text and "\x1b" in text else text
+
+
+def clean_report(report: RunReport) -> None:
+    """Remove the escape codes torch's own messages may carry (coloured compiler errors, a
+    warning formatted for a terminal) from everything the report quotes: for files, pipes and
+    machine formats."""
+    report.reason = strip_ansi(report.reason) or ""
+    report.traceback = strip_ansi(report.traceback)
+    report.notes = [strip_ansi(n) or "" for n in report.notes]
+    report.internal_errors = [strip_ansi(n) or "" for n in report.internal_errors]
+    report.error_quoted = tuple(strip_ansi(q) or "" for q in report.error_quoted)
+    for result in report.results:
+        result.message = strip_ansi(result.message) or ""
+        result.evidence = strip_ansi(result.evidence) or ""
+    if report.shape_trace is not None:
+        report.shape_trace.error = strip_ansi(report.shape_trace.error) or ""
 
 
 def _where(result: Result) -> str:

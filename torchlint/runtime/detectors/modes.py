@@ -238,8 +238,9 @@ class Modes:
             "uses; wrap the evaluation in `with torch.no_grad():` (or `torch.inference_mode()`)",
             f"{unused} call{'s' if unused != 1 else ''} {mode} with grad enabled, none of whose graphs a "
             f"backward used{measured}")
-        if observation is not None and calls.training:
-            observation.confirms_only = True
+        if observation is not None:
+            observation.count = max(observation.count, unused)
+            observation.confirms_only = calls.training
 
     def _report_training(self, calls: _SiteCalls) -> None:
         parts = []
@@ -262,12 +263,14 @@ class Modes:
         else:
             context = "autograd on, and no backward used their graphs"
             how = "in an evaluation no backward follows"
-        self.session.observe(
+        observation = self.session.observe(
             "TL107", calls.site,
             f"`{calls.model}` runs {how} in training mode: Dropout and BatchNorm behave as in training; "
             f"call `model.eval()` before evaluating (and `model.train()` after)",
             f"`{calls.model}`.training is True in {calls.calls} call{'s' if calls.calls != 1 else ''} here "
             f"({context}): " + "; ".join(parts))
+        if observation is not None:
+            observation.count = max(observation.count, calls.calls)
 
 
 def _dropout_evidence(name: str, module: Any, args: tuple, output: Any) -> str:
