@@ -51,6 +51,7 @@ def reports(tmp_path_factory):
         path = out / f"{_name(script)}.json"
         assert path.exists(), f"no report for {script.name}; stderr: {result.stderr[-2000:]}"
         found[_name(script)] = json.loads(path.read_text(encoding="utf-8"))
+        found[_name(script)]["_html"] = str(out / f"{_name(script)}.html")
     return found
 
 

@@ -89,7 +89,9 @@ def test_select_and_ignore_apply_to_runtime_codes():
     ("IndexError", "invalid index of a 0-dim tensor. Use `tensor.item()` in Python", "TL201"),
     ("TypeError", "Tensor.backward() got an unexpected keyword argument 'retain_variables'", "TL203"),
     ("RuntimeError", "Legacy autograd function with non-static forward method is deprecated.", "TL205"),
-    ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)", None),
+    ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)", "TL301"),  # a layer input (issue 44)
+    ("RuntimeError", "Given groups=1, weight of size [6, 3, 3, 3], expected input[4, 1, 16, 16] to have 3 channels, "
+                     "but got 1 channels instead", "TL301"),
     ("ValueError", "Expected input batch_size (2) to match target batch_size (3).", None),
     ("IndexError", "list index out of range", None),
 ])

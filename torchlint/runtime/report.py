@@ -265,6 +265,7 @@ def report_json(report: RunReport) -> dict:
                                 "cuda_allocated": s.cuda_allocated} for s in report.samples],
                    "saved_tensors_every": report.saved_tensors_every,
                    "growth": report.growth, "explained_by": report.growth_explained_by},
+        "shape_trace": report.shape_trace.to_json() if report.shape_trace is not None else None,
         "notes": report.notes,
         "internal_errors": report.internal_errors,
         "exit_code": report.exit_code,

@@ -63,6 +63,9 @@ _ARITHMETIC = {"add", "__add__", "__radd__", "__iadd__", "sub", "__sub__", "__rs
                "cat", "sum", "mean", "add_", "mul_", "div_", "sub_"}
 
 _ACTIVE: List[Optional["Session"]] = [None]
+# layers whose construction line the run notes (outside forwards): a rank or shape error raised
+# inside one points there (TL113, TL301)
+_REMEMBERED_LAYERS = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Linear, torch.nn.modules.conv._ConvNd)
 # Our own hook code reads tensor attributes (versions, grad_fn) and calls a few torch functions:
 # without this, each of those would go through the TorchFunctionMode as if the script had made it.
 _QUIET = torch._C.DisableTorchFunction
@@ -368,7 +371,7 @@ class Session:
         try:
             with _QUIET():
                 if self._depth == 0:
-                    if name == "weight" and isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                    if name == "weight" and isinstance(module, _REMEMBERED_LAYERS):
                         self.construction.remember_batchnorm(module, sys._getframe(1))
                 elif param is not None:
                     self.construction.parameter_registered(module, name, param, sys._getframe(1))

@@ -77,6 +77,10 @@ CODES: Dict[str, Code] = {
     "TL112": Code("layer with parameters built inside forward",
                   "a module registering parameters while a forward runs, a new one at the same line "
                   "in two separate calls"),
+    "TL301": Code("a layer given an input that does not fit its definition",
+                  "RuntimeError 'mat1 and mat2 shapes cannot be multiplied' or 'Given groups=..., weight of size "
+                  "... expected input ... to have N channels' raised inside a Linear or Conv layer (the layer, the "
+                  "shape it was given, its weight's shape and the line that built it)"),
     "TL113": Code("BatchNorm given a tensor of the wrong rank",
                   "ValueError 'expected 4D input (got 2D input)' (and the other ranks) raised by a "
                   "BatchNorm module"),
@@ -147,6 +151,9 @@ _EXCEPTION_FAMILIES: Tuple[Tuple[str, Tuple[str, ...], Pattern[str]], ...] = (
         r"element \d+ of tensors does not require grad and does not have a grad_fn")),
     (BACKWARD_TWICE, ("RuntimeError",), re.compile(r"Trying to backward through the graph a second time")),
     ("TL113", ("ValueError",), re.compile(r"^expected \d+D(?: or \d+D)? input \(got \d+D input\)")),
+    ("TL301", ("RuntimeError",), re.compile(
+        r"mat1 and mat2 shapes cannot be multiplied|Given groups=\d+, weight of size \[[\d, ]+\], expected input"
+        r"\[[\d, ]+\] to have \d+ channels")),
     ("TL116", ("RuntimeError",), re.compile(r"Can't call numpy\(\) on Tensor that requires grad")),
     ("TL201", ("IndexError",), re.compile(r"invalid index of a 0-dim tensor")),
     ("TL203", ("TypeError",), re.compile(r"unexpected keyword argument 'retain_variables'")),

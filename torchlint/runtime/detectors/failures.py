@@ -124,6 +124,7 @@ class Failures:
             signatures.NO_GRAD_BACKWARD: self._no_grad_backward,
             signatures.BACKWARD_TWICE: self._backward_twice,
             "TL113": self._batchnorm_rank,
+            "TL301": self._layer_input,
             "TL201": self._zero_dim_index,
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
@@ -392,6 +393,35 @@ class Failures:
             "the features", f"ValueError: {_first_sentence(error)}"
             + (f" (the {type(norm).__name__} was built at line {built[1]})" if built else ""),
             related=(built,) if built else ())
+
+    def _layer_input(self, error, family, op, modules, site) -> bool:
+        """A Linear/Conv layer given an input its definition does not take (the shape errors of
+        the static shape rules): the layer at fault, the shapes it was given, its weight's shape,
+        and the line that built it (a static TL301 finding sits there)."""
+        import torch
+
+        layer = modules[0] if modules else None
+        if not isinstance(layer, (torch.nn.Linear, torch.nn.modules.conv._ConvNd)):
+            return False
+        from torchlint.runtime.project import class_span
+
+        built = self.session.construction.batchnorm_site(layer)
+        trace = self.session.shape_trace()
+        entry = next((e for e in (trace.entries if trace else []) if e.raised), None)
+        name = f"`{entry.module}`" if entry is not None else f"a `{type(layer).__name__}`"
+        given = f" given {', '.join(entry.inputs)}" if entry is not None and entry.inputs else ""
+        weight = tuple(layer.weight.shape) if getattr(layer, "weight", None) is not None else None
+        spans = tuple(span for span in (class_span(type(m)) for m in modules[1:])
+                      if span is not None and self.session.frames.is_user_file(span[0]))
+        related = ((built,) if built else ()) + site.stack
+        return self._observe(
+            "TL301", site,
+            f"`{type(layer).__name__}` is given an input that does not fit its definition; make the layer's "
+            "size match the data that reaches it",
+            f"{type(error).__name__}: {_first_sentence(error)}; raised in {name} ({type(layer).__name__}, weight "
+            f"{'×'.join(str(s) for s in weight) if weight else '?'}){given}"
+            + (f", built at line {built[1]}" if built else ""),
+            related=related, spans=spans)
 
     def _zero_dim_index(self, error, family, op, modules, site) -> bool:
         shown = ""
