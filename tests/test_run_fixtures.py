@@ -251,7 +251,7 @@ def test_losses_appended_after_backward_are_one_finding_measured_twice(reports):
     assert "autograd nodes" in evidence and "nodes and +0.0 KiB of saved tensors per step" in evidence
     assert "only the graphs' nodes grow" in evidence
     assert finding["severity"] == "note"  # after backward() only the nodes are kept
-    assert finding["first_step"] == 3
+    assert finding["first_step"] == 3 and finding["count"] == 1
 
 
 def test_running_sum_and_its_average_are_one_finding(reports):
@@ -260,6 +260,18 @@ def test_running_sum_and_its_average_are_one_finding(reports):
     assert finding["status"] == "CONFIRMED" and finding["location"]["row"] == 17
     assert "`total` (added to at line 17)" in finding["evidence"] and "avg" not in finding["evidence"]
     assert "at the end of the run (after step 8)" in finding["evidence"] and "per step" in finding["evidence"]
+    assert finding["count"] == 1 and finding["severity"] == "note"
+
+
+def test_shape_error_confirms_the_static_finding_at_the_layer(reports):
+    report = reports["tl301_bad"]
+    (finding,) = report["findings"]
+    assert finding["status"] == "CONFIRMED" and finding["location"]["row"] == 13 and finding["ended_run"]
+    assert "raised in `classifier.1` (Linear, weight 32×216) given (4, 294), built at line 13" in finding["evidence"]
+    trace = report["shape_trace"]
+    assert trace["at_fault"] == "classifier.1" and [e["module"] for e in trace["entries"]] == \
+        ["classifier.1", "classifier", "Net"]
+    assert trace["entries"][0]["inputs"] == ["(4, 294)"] and ["weight", "(32, 216)"] in trace["entries"][0]["parameters"]
 
 
 def test_retained_saved_tensors_keep_the_warning_severity(reports):

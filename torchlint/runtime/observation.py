@@ -34,6 +34,10 @@ class Observation:
     # own (a model in training mode run with autograd on and no backward: the static finding says
     # it is an evaluation; without one it may be a warm-up call or a shape probe)
     confirms_only: bool = False
+    # the run saw the finding's situation but cannot tell whether it did harm (one call in training
+    # mode whose graph no backward used: an evaluation or a warm-up call?): the finding's status is
+    # NO EVIDENCE with this observation's evidence, never RAN WITHOUT HARM; it confirms nothing
+    inconclusive: bool = False
 
     @property
     def key(self) -> Tuple[str, str, int]:

@@ -102,6 +102,8 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
     `observable`: whether the run has a detector for a code; a finding whose line ran is RAN
     WITHOUT HARM only where its harm was observable and did not happen, else NO EVIDENCE."""
     observations = list(observations)
+    undecided = [o for o in observations if o.inconclusive]
+    observations = [o for o in observations if not o.inconclusive]
     results: List[Result] = []
     used: Set[int] = set()
     pending: List[StaticFinding] = []
@@ -150,6 +152,9 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
         if stopped_by is not None:
             status = NO_EVIDENCE
             evidence = f"its statement started but raised ({stopped_by}) before it completed, so the run cannot tell"
+        elif status == RAN_WITHOUT_HARM and any(_close(static, o) for o in undecided):
+            status = NO_EVIDENCE
+            evidence = next(o.evidence for o in undecided if _close(static, o))
         elif status == RAN_WITHOUT_HARM and observable is not None and not observable(static.code):
             status = NO_EVIDENCE
             evidence = (f"its line ran, but torchlint run has no detector for {static.code}: whether it did harm "

@@ -130,6 +130,9 @@ class Modes:
         calls.calls += 1
         if grad:
             self._decide(calls)
+            if calls.calls == 1 and training:
+                dropout, norm = self._active_layers(root)
+                calls.stochastic = bool(dropout or norm)
         measure_norms = training and calls.evaluating()
         measuring_bytes = grad and (not training or calls.evaluating())
         snapshot: List[Tuple[Any, Any, Any, int]] = []
@@ -222,6 +225,8 @@ class Modes:
                     self._report_training(calls)
                 continue
             unused, used = calls.unused(), calls.used()
+            if calls.training and unused == 1 and used == 0:
+                self._report_undecided(calls)
             if unused < (2 if calls.training else 1) or used > 0:  # in training mode: a loop, not a warm-up call
                 continue
             self._report_unused_graph(calls, unused)
@@ -241,6 +246,20 @@ class Modes:
         if observation is not None:
             observation.count = max(observation.count, unused)
             observation.confirms_only = calls.training
+
+    def _report_undecided(self, calls: _SiteCalls) -> None:
+        """One call in training mode, with active Dropout/BatchNorm, whose graph no backward used:
+        an evaluation of one batch, or a warm-up call? The run cannot tell (it measures from the
+        second call of a line), so a static TL107 there has no evidence either way."""
+        codes = ("TL106", "TL107") if calls.stochastic else ("TL106",)
+        layers = ", with active Dropout/BatchNorm," if calls.stochastic else ""
+        for code in codes:
+            observation = self.session.observe(
+                code, calls.site, f"`{calls.model}` ran once here in training mode with autograd on",
+                f"`{calls.model}` ran once here in training mode{layers} and no backward used its graph: one call "
+                "cannot tell an evaluation from a warm-up call (the run measures a line from its second call on)")
+            if observation is not None:
+                observation.inconclusive = True
 
     def _report_training(self, calls: _SiteCalls) -> None:
         parts = []
