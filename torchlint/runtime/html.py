@@ -315,7 +315,7 @@ def _memory_chart(values: List[Tuple[int, int]], slope: float, intercept: float)
     width, height, left, right, top, bottom = 760, 240, 72, 16, 14, 34
     plot_w, plot_h = width - left - right, height - top - bottom
     first, last = values[0][0], values[-1][0]
-    peak = max(max(v for _, v in values), 1)
+    peak = max(max(v for _, v in values), 1024)  # at least 1 KiB: an all-zero run keeps readable ticks
 
     def x(step: float) -> float:
         return left + (plot_w * (step - first) / (last - first) if last > first else plot_w / 2)
