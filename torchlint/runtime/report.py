@@ -103,6 +103,9 @@ def write_text(report: RunReport, stream: TextIO, options: dict) -> None:
           f"step{'s' if report.steps != 1 else ''})\n")
     if report.traceback:
         write("\n" + report.traceback + "\n")
+        shape = shape_line(report.shape_trace)
+        if shape:
+            write(shape + "\n")
     if report.results:
         write("\n")
     current_file = None
@@ -179,6 +182,20 @@ def _write_health(report: RunReport, write) -> None:
     for line in health_notes(report):
         write(f"  note: {line}\n")
     write("\n")
+
+
+def shape_line(trace: Any) -> str:
+    """One line of the shape trace of a failed forward for the text report: the module at fault,
+    what it was given, its parameters' shapes (the HTML report has the whole table)."""
+    if trace is None:
+        return ""
+    entry = next((e for e in trace.entries if e.raised and e.module == trace.at_fault), None)
+    if entry is None:
+        return ""
+    given = f" on input {', '.join(entry.inputs)}" if entry.inputs else ""
+    params = f"; {', '.join(f'{n} {s}' for n, s in entry.parameters)}" if entry.parameters else ""
+    path = " ← ".join(e.module for e in trace.entries if e.raised)
+    return f"shape trace: `{entry.module}` ({entry.kind}) raised{given}{params} (in {path})"
 
 
 def health_notes(report: RunReport) -> List[str]:
