@@ -135,23 +135,23 @@ class Modes:
                 calls.stochastic = bool(dropout or norm)
         measure_norms = training and calls.evaluating()
         measuring_bytes = grad and (not training or calls.evaluating())
-        snapshot: List[Tuple[Any, Any, Any, int]] = []
-        probes: List[Any] = []
+        # set first: whatever happens below, call_ends undoes what was done (probes, the measure)
+        active = self._active = _Active(calls, False, [], [])
         if measure_norms:
             dropout, norm = self._active_layers(root)
             calls.stochastic = calls.stochastic or bool(dropout or norm)
             for name, m in norm:
-                snapshot.append((m, m.running_mean.detach().clone(),
-                                 None if m.running_var is None else m.running_var.detach().clone(),
-                                 int(m.num_batches_tracked) if m.num_batches_tracked is not None else 0))
                 calls.norms.setdefault(id(m), _Norm(name, type(m).__name__))
+                active.snapshot.append((m, m.running_mean.detach().clone(),
+                                        None if m.running_var is None else m.running_var.detach().clone(),
+                                        int(m.num_batches_tracked) if m.num_batches_tracked is not None else 0))
             if dropout and not calls.probed:
                 calls.probed = True
                 for name, m in dropout:
-                    probes.append(m.register_forward_hook(self._dropout_probe(calls, name)))
+                    active.probes.append(m.register_forward_hook(self._dropout_probe(calls, name)))
         if measuring_bytes:
             self.session.memory.measure_begin()
-        self._active = _Active(calls, measuring_bytes, snapshot, probes)
+            active.measuring_bytes = True
 
     def call_ends(self, root: Any, output: Any) -> None:
         import torch
