@@ -162,10 +162,10 @@ def top_layers(curves: Sequence[Tuple[str, List[Tuple[int, float]], Dict[str, An
     def finite(points):
         return [v for _, v in points if math.isfinite(v) and v > 0]
 
-    drawable = [c for c in curves if finite(c[1])]
+    drawable = [c for c in curves if finite(c[1]) or any(not math.isfinite(v) for _, v in c[1])]
     chosen: List[Any] = [c for c in drawable if c[2]["problems"]][:k]
-    by_max = sorted(drawable, key=lambda c: -max(finite(c[1])))
-    by_min = sorted(drawable, key=lambda c: min(finite(c[1])))
+    by_max = sorted(drawable, key=lambda c: -max(finite(c[1]), default=0.0))
+    by_min = sorted(drawable, key=lambda c: min(finite(c[1]), default=math.inf))
     for pool in (by_max[:1], by_min[:1], by_max):
         for curve in pool:
             if len(chosen) >= k:
@@ -202,7 +202,7 @@ def _gradients(report: Any) -> str:
             values = [v for _, v in points]
             finite = [v for v in values if math.isfinite(v)]
             cells = [_fmt(min(finite)) if finite else "–", _fmt(max(finite)) if finite else "–",
-                     _fmt(values[-1]) if values else "–"]
+                     (_fmt(values[-1]) if math.isfinite(values[-1]) else "NaN/Inf") if values else "–"]
             problem = []
             if facts["none"]:
                 problem.append(f"grad None ×{facts['none']}")
@@ -222,7 +222,7 @@ def _gradients(report: Any) -> str:
 def _norm_chart(curves, vanishing: float, exploding: float) -> str:
     width, height, left, right, top, bottom = 760, 320, 64, 16, 14, 34
     plot_w, plot_h = width - left - right, height - top - bottom
-    values = [v for _, points, _ in curves for _, v in points if math.isfinite(v) and v > 0]
+    values = [v for _, points, _ in curves for _, v in points if math.isfinite(v) and v > 0] or [1.0]
     steps = sorted({s for _, points, _ in curves for s, _ in points})
     low = math.floor(math.log10(min(values + [vanishing]))) - 1
     high = math.ceil(math.log10(max(values + [exploding]))) + 1
@@ -257,14 +257,17 @@ def _norm_chart(curves, vanishing: float, exploding: float) -> str:
     for index, (name, points, _) in enumerate(curves):
         color = PALETTE[index % len(PALETTE)]
         drawn = [(s, v) for s, v in points if math.isfinite(v) and v > 0]
-        if not drawn:
-            continue
         path = " ".join(f"{'M' if i == 0 else 'L'}{x(s):.1f},{y(v):.1f}" for i, (s, v) in enumerate(drawn))
-        out.append(f'<path class="curve" data-module="{_e(name)}" d="{path}" fill="none" stroke="{color}" '
-                   f'stroke-width="2"><title>{_e(name)}</title></path>')
+        if drawn:
+            out.append(f'<path class="curve" data-module="{_e(name)}" d="{path}" fill="none" stroke="{color}" '
+                       f'stroke-width="2"><title>{_e(name)}</title></path>')
         for s, v in drawn:
             out.append(f'<circle cx="{x(s):.1f}" cy="{y(v):.1f}" r="2.5" fill="{color}">'
                        f"<title>{_e(name)} step {s}: {_fmt(v)}</title></circle>")
+        for s, v in points:  # NaN/Inf: a cross on the top edge, in the layer's colour
+            if not math.isfinite(v):
+                out.append(f'<text class="nonfinite" x="{x(s):.1f}" y="{top + 12 + 11 * index:.1f}" text-anchor="middle" '
+                           f'style="fill:{color};font-weight:700">×<title>{_e(name)} step {s}: NaN/Inf</title></text>')
     out.append("</svg>")
     return "\n".join(out)
 
