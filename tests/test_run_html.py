@@ -235,3 +235,11 @@ def test_screenshot(pages, tmp_path):
     target = os.environ.get("TORCHLINT_HTML_SCREENSHOT")  # keep it to look at
     if target:
         shutil.copy(shot, target)
+
+
+def test_nan_gradients_are_marked_on_the_chart(pages):
+    report, text, _ = pages["health_report"]
+    tree = _parse(text)
+    crosses = _with(tree, "text", "nonfinite")
+    assert len(crosses) == 4  # `body` and `used` at steps 3 and 4
+    assert "grad None ×8" in "".join(tree.text)  # `unused`: no curve, its row says why
