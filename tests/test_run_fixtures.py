@@ -51,6 +51,7 @@ def reports(tmp_path_factory):
         path = out / f"{_name(script)}.json"
         assert path.exists(), f"no report for {script.name}; stderr: {result.stderr[-2000:]}"
         found[_name(script)] = json.loads(path.read_text(encoding="utf-8"))
+        found[_name(script)]["_html"] = str(out / f"{_name(script)}.html")
     return found
 
 
@@ -204,3 +205,94 @@ def test_cuda_path_reports_allocated_memory(reports):
     assert report["exit_code_seen"] == 0
     for name in ("tl005_bad", "tl007_bad", "tl102_bad"):  # a real second device instead of meta
         assert report and reports[name]["exit_code_seen"] == 1, reports[name]["findings"]
+
+
+def test_escape_codes_are_cleaned_from_torch_messages(reports):
+    report = reports["ansi_error"]
+    assert report["exit_code_seen"] == 2
+    text = json.dumps(report, ensure_ascii=False)
+    assert "\x1b" not in text and "\\u001b" not in text
+    assert "compilation failed: see log for details" in report["outcome"]["traceback"]
+
+
+# -- issue 44: no false all-clear, one bug one finding ---------------------------------------------------
+
+def _findings(report: dict, code: str) -> list:
+    return [f for f in report["findings"] if f["code"] == code]
+
+
+def test_eval_in_training_mode_with_autograd_on_is_confirmed_with_measured_evidence(reports):
+    report = reports["tl107_grad_bad"]
+    (tl107,) = _findings(report, "TL107")
+    assert tl107["status"] == "CONFIRMED" and tl107["source"] == "static"
+    evidence = tl107["evidence"]
+    assert "BatchNorm running statistics changed during 7 of these calls" in evidence
+    assert "BatchNorm1d `1` by " in evidence and " %" in evidence and "num_batches_tracked +7" in evidence
+    assert "Dropout `3` (p=0.3) active: two calls on the same batch differ" in evidence
+    assert tl107["count"] == 8  # 4 batches in each of 2 validations
+    (tl106,) = _findings(report, "TL106")  # the same calls' graphs, which no backward used
+    assert tl106["status"] == "CONFIRMED" and "8 calls in training mode" in tl106["evidence"]
+    assert len(report["findings"]) == 2
+
+
+def test_eval_in_training_mode_under_no_grad_has_the_dropout_evidence(reports):
+    (tl107,) = _findings(reports["tl107_bad"], "TL107")
+    assert tl107["status"] == "CONFIRMED" and tl107["count"] == 3
+    assert "torch.no_grad()" in tl107["evidence"] and "two calls on the same batch differ" in tl107["evidence"]
+
+
+def test_losses_appended_after_backward_are_one_finding_measured_twice(reports):
+    report = reports["tl003_after_backward_bad"]
+    (finding,) = report["findings"]
+    assert finding["status"] == "CONFIRMED" and finding["location"]["row"] == 21
+    evidence = finding["evidence"]
+    assert "in `losses` (kept by line 21) at step 3" in evidence
+    assert "at the end of the run (after step 16)" in evidence and "step 17" not in evidence
+    assert "autograd nodes" in evidence and "nodes and +0.0 KiB of saved tensors per step" in evidence
+    assert "only the graphs' nodes grow" in evidence
+    assert finding["severity"] == "note"  # after backward() only the nodes are kept
+    assert finding["first_step"] == 3 and finding["count"] == 1
+
+
+def test_running_sum_and_its_average_are_one_finding(reports):
+    report = reports["tl003_sum_avg_bad"]
+    (finding,) = report["findings"]
+    assert finding["status"] == "CONFIRMED" and finding["location"]["row"] == 17
+    assert "`total` (added to at line 17)" in finding["evidence"] and "avg" not in finding["evidence"]
+    assert "at the end of the run (after step 8)" in finding["evidence"] and "per step" in finding["evidence"]
+    assert finding["count"] == 1 and finding["severity"] == "note"
+
+
+def test_shape_error_confirms_the_static_finding_at_the_layer(reports):
+    report = reports["tl301_layer_bad"]
+    (finding,) = report["findings"]
+    assert finding["status"] == "CONFIRMED" and finding["location"]["row"] == 13 and finding["ended_run"]
+    assert "the layer at fault: `classifier.1` (Linear), which got 4×294" in finding["evidence"]
+    assert "features.0 4×3×16×16 → 4×6×14×14" in finding["evidence"]
+    trace = report["shape_trace"]
+    assert trace["complete"] and trace["at_fault"] == "classifier.1"
+    assert [e["module"] for e in trace["entries"]] == \
+        ["features", "features.0", "features.1", "features.2", "classifier.0", "classifier.1", "classifier", "Net"]
+    fault = trace["entries"][5]
+    assert fault["inputs"] == ["(4, 294)"] and ["weight", "(32, 216)"] in fault["parameters"] and fault["raised"]
+
+
+def test_retained_saved_tensors_keep_the_warning_severity(reports):
+    (finding,) = _findings(reports["tl003_bad"], "TL003")  # validation forwards no backward freed
+    assert finding["severity"] == "warning" and "KiB of saved tensors per step" in finding["evidence"]
+
+
+def test_bias_before_batchnorm_and_frozen_parameters_are_no_alarm(reports):
+    report = reports["frozen_bias_bn_good"]
+    health = report["gradient_health"]
+    rows = {row["parameter"]: row for row in health["parameters"]}
+    assert rows["conv.bias"]["feeds_batchnorm"] == "bn" and rows["fc.bias"]["feeds_batchnorm"] == "norm"
+    assert rows["conv.bias"]["zero_by_construction"] == 5 and rows["conv.bias"]["vanishing"] == 0
+    assert rows["head.bias"]["feeds_batchnorm"] is None
+    assert all(row["grad_none"] == 0 for row in rows.values())
+    assert not any(name.startswith("backbone.") for name in rows)
+    assert health["frozen"] == ["backbone.0.bias", "backbone.0.weight"]
+    assert any("bias=False" in note for note in health["notes"])
+    assert any("frozen on purpose" in note for note in health["notes"])
+    bias = {row["parameter"]: row for row in reports["tl107_grad_bad"]["gradient_health"]["parameters"]}["0.bias"]
+    assert bias["vanishing"] == 0 and bias["zero_by_construction"] == 5

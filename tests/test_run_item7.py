@@ -357,5 +357,6 @@ def test_the_fix_marker_means_fix_applies_it(tmp_path):
     path.write_text(textwrap.dedent(MARKED))
     run = torchlint("run", path.name, cwd=tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "TL003 CONFIRMED warning:" in run.stdout and "TL201 CONFIRMED error:" in run.stdout
+    # (TL003's severity is the run's measure: backward() freed the sum's saved tensors, only nodes grow)
+    assert "TL003 CONFIRMED note:" in run.stdout and "TL201 CONFIRMED error:" in run.stdout
     assert "[*]" not in run.stdout

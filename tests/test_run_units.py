@@ -96,6 +96,8 @@ def test_select_and_ignore_apply_to_runtime_codes():
                      "greater than actual input size", "TL303"),
     ("RuntimeError", "Sizes of tensors must match except in dimension 1. Expected size 63 but got size 62", "TL304"),
     ("RuntimeError", "0D or 1D target tensor expected, multi-target not supported", "TL305"),
+    ("RuntimeError", "Given groups=1, weight of size [6, 3, 3, 3], expected input[4, 1, 16, 16] to have 3 channels, "
+                     "but got 1 channels instead", "TL301"),
     ("IndexError", "list index out of range", None),
 ])
 def test_exception_families(kind, message, family):
@@ -673,3 +675,29 @@ def test_editable_install_finders_give_their_source_directories(tmp_path, monkey
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setattr(sys, "meta_path", sys.meta_path + [finder])
     assert str(tmp_path / "src") in project._editable_directories()
+
+
+def test_ran_without_harm_only_where_a_detector_observes_the_code(tmp_path):
+    """Issue 44: a line that ran is RAN WITHOUT HARM only where the run can observe the code's
+    harm; else NO EVIDENCE, saying why. Evidence for a static finding only (`confirms_only`) is no
+    finding of its own."""
+    path = str(tmp_path / "t.py")
+    Path(path).write_text("a = 1\nb = 2\nc = 3\n")
+    observations = Observations()
+    only = observations.add("TL106", None, "m", "ev", path=path, line=3)
+    only.confirms_only = True
+    statics = [_finding("TL004", path, 1), _finding("TL120", path, 2)]
+    results = reconcile(statics, observations.all(), lambda p, line: True,
+                        observable=lambda code: code in signatures.CODES)
+    by_code = {r.code: r for r in results}
+    assert by_code["TL004"].status == RAN_WITHOUT_HARM
+    assert by_code["TL120"].status == NO_EVIDENCE and "no detector for TL120" in by_code["TL120"].evidence
+    assert "TL106" not in by_code
+
+
+def test_escape_codes_are_stripped():
+    from torchlint.runtime.report import strip_ansi
+
+    assert strip_ansi("\x1b[31mboom\x1b[0m: \x1b[1;32mok\x1b[K") == "boom: ok"
+    assert strip_ansi("\x1b]8;;https://x\x1b\\link\x1b]8;;\x1b\\ text") == "link text"
+    assert strip_ansi("plain [31m text") == "plain [31m text" and strip_ansi(None) is None

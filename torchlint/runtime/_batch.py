@@ -4,7 +4,8 @@ own process.
 
     python -m torchlint.runtime._batch OUTDIR [--max-steps N] SCRIPT [SCRIPT...]
 
-writes OUTDIR/<script name>.json (the json report, plus "exit_code_seen") for each script. A
+writes OUTDIR/<script name>.json (the json report, plus "exit_code_seen") and OUTDIR/<script
+name>.html (the HTML report, `--html`) for each script. A
 script's line `# torchlint-run: args=--max-steps,5; ...` adds options for that script (see
 fixtures/run/README.md). The process-wide state a script may change (grad mode, default dtype,
 anomaly mode, random seeds, warning filters and the "already warned" registries) is reset before
@@ -72,7 +73,8 @@ def main(argv: List[str]) -> int:
         name = os.path.basename(script).split(".")[0]
         target = os.path.join(out_dir, name + ".json")
         own = [a for a in directives(script).get("args", "").split(",") if a]
-        code = run(extra + own + ["--output-format", "json", "-o", target, script])
+        page = os.path.join(out_dir, name + ".html")
+        code = run(extra + own + ["--output-format", "json", "-o", target, "--html", page, script])
         try:
             with open(target, encoding="utf-8") as handle:
                 data = json.load(handle)

@@ -22,6 +22,7 @@ import time
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+CURVE_STEPS = 200  # with --html, gradient norms are kept for the curves up to this step
 NO_TORCH = "torchlint run needs torch: pip install 'torchlint[verify]'"
 
 DESCRIPTION = """\
@@ -53,7 +54,7 @@ class _Parser(argparse.ArgumentParser):
 # Options that take a value: the command line is split at the script (or `-m MODULE`), and every
 # argument after it belongs to the script, so the split has to know which options eat the next one.
 _VALUE_OPTIONS = {"--max-steps", "--health-steps", "--vanishing", "--exploding", "--output-format", "-o",
-                  "--output-file", "--select", "--ignore", "--project-root", "--config", "--saved-tensors-every"}
+                  "--output-file", "--select", "--ignore", "--project-root", "--config", "--saved-tensors-every", "--html"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="report format (default: concise); with a machine format on stdout the script's "
                              "own output goes to stderr")
     parser.add_argument("-o", "--output-file", help="write the report to this file")
+    parser.add_argument("--html", metavar="FILE",
+                        help="also write the report as one self-contained HTML file (findings with their source "
+                             "lines, gradient-norm curves per layer, memory per step, the shape trace of a failed "
+                             "forward; no network, no external assets)")
     parser.add_argument("--select", help="comma-separated codes or prefixes to report (static and runtime)")
     parser.add_argument("--ignore", help="comma-separated codes or prefixes not to report")
     parser.add_argument("--config", help="the pyproject.toml to read [tool.torchlint] from")
@@ -291,7 +296,8 @@ class Run:
         args = self.args
         options = Options(max_steps=args.max_steps, health_steps=args.health_steps, vanishing=args.vanishing,
                           exploding=args.exploding, find_holders=args.find_holders,
-                          saved_tensors=not args.no_saved_tensors, saved_tensors_every=args.saved_tensors_every)
+                          saved_tensors=not args.no_saved_tensors, saved_tensors_every=args.saved_tensors_every,
+                          curve_steps=min(args.max_steps or CURVE_STEPS, CURVE_STEPS) if args.html else 0)
         session = Session(options, project.is_user_file)
         if args.anomaly:
             import torch
@@ -368,12 +374,14 @@ class Run:
     def _report(self, outcome, session, statics, problems, reach, loaded, select, ignore, root) -> int:
         from torchlint.runtime import launcher
         from torchlint.runtime.reconcile import reconcile
-        from torchlint.runtime.report import WRITERS, RunReport
+        from torchlint.runtime.report import WRITERS, RunReport, clean_report
 
         args = self.args
         observations = [o for o in session.observations.all() if _selected(o.code, select, ignore)]
+        from torchlint.runtime.signatures import CODES
+
         results = reconcile(statics, observations, lambda path, line: reach.reached(path, line, loaded),
-                            unfinished=_unfinished(session, outcome))
+                            unfinished=_unfinished(session, outcome), observable=lambda code: code in CODES)
         classified = outcome.classified
         traceback_text = None
         quoted: Tuple[str, ...] = ()
@@ -390,7 +398,9 @@ class Run:
         if session.internal_error_count and exit_code == EXIT_CLEAN:
             exit_code = EXIT_ERROR
         growth = session.memory.growth()
-        explained = sorted({f"{o.code} at {o.where}" for o in observations if o.code in ("TL003", "TL006", "TL106")})
+        reported = {id(r.observation) for r in results if r.observation is not None}
+        explained = sorted({f"{o.code} at {o.where}" for o in observations
+                            if o.code in ("TL003", "TL006", "TL106") and id(o) in reported})
         reason = outcome.reason
         if session.stop_caught:
             reason += (f"; the script caught torchlint's stop {session.stop_caught} time"
@@ -407,9 +417,13 @@ class Run:
             traceback=traceback_text, exit_code=exit_code, internal_errors=session.internal_errors,
             notes=problems + session.notes, thresholds={"vanishing": args.vanishing, "exploding": args.exploding},
             uses_cuda=_cuda_used(), environment=_environment(), saved_tensors_every=session.memory.every,
-            error_quoted=quoted)
+            error_quoted=quoted, frozen=sorted(session.gradients.frozen.values()),
+            shape_trace=session.shape_trace())
         name = args.output_format or os.environ.get("TORCHLINT_OUTPUT_FORMAT") or "concise"
         options = {"format": name, "root": root}
+        text = name in ("concise", "full", "grouped")
+        if not (text and not args.output_file and _terminal(sys.stdout)):
+            clean_report(report)  # escape codes only where a terminal reads them
         if args.output_file:
             import io
 
@@ -425,6 +439,16 @@ class Run:
             sys.stdout.flush()
             WRITERS[name](report, sys.stdout, options)
             sys.stdout.flush()
+        if args.html:
+            from torchlint.runtime.html import write_html
+
+            clean_report(report)
+            try:
+                with open(args.html, "w", encoding="utf-8") as handle:
+                    write_html(report, handle, options)
+            except OSError as error:
+                sys.stderr.write(f"torchlint run: cannot write {args.html}: {error}\n")
+                return EXIT_ERROR
         return exit_code
 
 
@@ -437,6 +461,16 @@ def _error_quoted(error: BaseException) -> Tuple[str, ...]:
     if len(sentence) < 12:  # too short to be told from the rest of the evidence
         return ()
     return (f"{type(error).__name__}: {sentence}", sentence)
+
+
+def _terminal(stream) -> bool:
+    """Whether a person reads `stream` on a terminal (NO_COLOR asks for plain text there too)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _runtime_only(code: str) -> bool:

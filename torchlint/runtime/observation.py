@@ -27,6 +27,17 @@ class Observation:
     step: Optional[int] = None  # the optimizer step it was first seen at (1-based), if any
     ended_run: bool = False  # the script stopped with this error
     column: Optional[int] = None  # where on `line` the error that ended the run was raised (1-based)
+    # the severity what the run measured gives the finding (TL003: retained saved tensors are a
+    # warning, graphs whose saved tensors backward freed a note); None: the static finding's
+    severity: Optional[str] = None
+    # evidence for a static finding only: where it confirms none, the run does not report it on its
+    # own (a model in training mode run with autograd on and no backward: the static finding says
+    # it is an evaluation; without one it may be a warm-up call or a shape probe)
+    confirms_only: bool = False
+    # the run saw the finding's situation but cannot tell whether it did harm (one call in training
+    # mode whose graph no backward used: an evaluation or a warm-up call?): the finding's status is
+    # NO EVIDENCE with this observation's evidence, never RAN WITHOUT HARM; it confirms nothing
+    inconclusive: bool = False
 
     @property
     def key(self) -> Tuple[str, str, int]:
@@ -46,6 +57,7 @@ class Observation:
             "count": self.count,
             "step": self.step,
             "ended_run": self.ended_run,
+            "severity": self.severity,
         }
 
 

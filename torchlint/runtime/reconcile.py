@@ -95,10 +95,15 @@ def _unfinished_by(static: StaticFinding, unfinished: Dict[Tuple[str, int], str]
 
 def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observation],
               reached: Callable[[str, int], Optional[bool]],
-              unfinished: Optional[Dict[Tuple[str, int], str]] = None) -> List[Result]:
+              unfinished: Optional[Dict[Tuple[str, int], str]] = None,
+              observable: Optional[Callable[[str], bool]] = None) -> List[Result]:
     """`unfinished`: the user's lines on the stack of the exception that ended the run (their
-    statements started and never completed: a finding there neither did harm nor ran without)."""
+    statements started and never completed: a finding there neither did harm nor ran without).
+    `observable`: whether the run has a detector for a code; a finding whose line ran is RAN
+    WITHOUT HARM only where its harm was observable and did not happen, else NO EVIDENCE."""
     observations = list(observations)
+    undecided = [o for o in observations if o.inconclusive]
+    observations = [o for o in observations if not o.inconclusive]
     results: List[Result] = []
     used: Set[int] = set()
     pending: List[StaticFinding] = []
@@ -147,10 +152,17 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
         if stopped_by is not None:
             status = NO_EVIDENCE
             evidence = f"its statement started but raised ({stopped_by}) before it completed, so the run cannot tell"
+        elif status == RAN_WITHOUT_HARM and any(_close(static, o) for o in undecided):
+            status = NO_EVIDENCE
+            evidence = next(o.evidence for o in undecided if _close(static, o))
+        elif status == RAN_WITHOUT_HARM and observable is not None and not observable(static.code):
+            status = NO_EVIDENCE
+            evidence = (f"its line ran, but torchlint run has no detector for {static.code}: whether it did harm "
+                        "is not observable in a run")
         results.append(Result(static.code, static.path, static.line, static.finding.start.column, status,
                               static.finding.message, evidence, static=static))
     for observation in observations:
-        if id(observation) not in used:
+        if id(observation) not in used and not observation.confirms_only:
             results.append(Result(observation.code, observation.path, observation.line, None, FOUND_BY_RUN,
                                   observation.message, observation.evidence, observation=observation))
     order = {CONFIRMED: 0, FOUND_BY_RUN: 0, RAN_WITHOUT_HARM: 1, NO_EVIDENCE: 1, NOT_REACHED: 2}

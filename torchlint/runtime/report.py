@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import linecache
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, TextIO, Tuple
@@ -41,6 +42,33 @@ class RunReport:
     # the error that ended the run as the findings' evidence quotes it (`IndexError: invalid index
     # of a 0-dim tensor...`): the text report, which shows the traceback, does not print it twice
     error_quoted: Tuple[str, ...] = ()
+    frozen: List[str] = field(default_factory=list)  # parameters an optimizer holds with requires_grad=False
+    # the shape trace of a forward that raised (runtime/shapes.py: ShapeTrace), for the HTML report
+    shape_trace: Any = None
+
+
+_ANSI = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def strip_ansi(text: Optional[str]) -> Optional[str]:
+    """`text` without terminal escape sequences (colours, cursor moves, hyperlinks)."""
+    return _ANSI.sub("", text) if text and "\x1b" in text else text
+
+
+def clean_report(report: RunReport) -> None:
+    """Remove the escape codes torch's own messages may carry (coloured compiler errors, a
+    warning formatted for a terminal) from everything the report quotes: for files, pipes and
+    machine formats."""
+    report.reason = strip_ansi(report.reason) or ""
+    report.traceback = strip_ansi(report.traceback)
+    report.notes = [strip_ansi(n) or "" for n in report.notes]
+    report.internal_errors = [strip_ansi(n) or "" for n in report.internal_errors]
+    report.error_quoted = tuple(strip_ansi(q) or "" for q in report.error_quoted)
+    for result in report.results:
+        result.message = strip_ansi(result.message) or ""
+        result.evidence = strip_ansi(result.evidence) or ""
+    if report.shape_trace is not None:
+        report.shape_trace.error = strip_ansi(report.shape_trace.error) or ""
 
 
 def _where(result: Result) -> str:
@@ -53,7 +81,11 @@ def _status_word(result: Result) -> str:
 
 
 def _severity(result: Result) -> Optional[str]:
-    """The static finding's severity (`error`, `warning`, `note`); None for what only the run found."""
+    """The severity the run measured (TL003: what the retained graphs hold), else the static
+    finding's (`error`, `warning`, `note`); None for what only the run found without one."""
+    measured = getattr(result.observation, "severity", None)
+    if measured:
+        return measured
     severity = getattr(getattr(result.static, "finding", None), "severity", None)
     return severity.value if severity is not None else None
 
@@ -71,6 +103,9 @@ def write_text(report: RunReport, stream: TextIO, options: dict) -> None:
           f"step{'s' if report.steps != 1 else ''})\n")
     if report.traceback:
         write("\n" + report.traceback + "\n")
+        shape = shape_line(report.shape_trace)
+        if shape:
+            write(shape + "\n")
     if report.results:
         write("\n")
     current_file = None
@@ -144,7 +179,41 @@ def _write_health(report: RunReport, write) -> None:
     else:
         more = len(rows) - len(shown)
         write(f"  all {len(rows)} parameters healthy" + (f" ({more} not shown)" if more else "") + "\n")
+    for line in health_notes(report):
+        write(f"  note: {line}\n")
     write("\n")
+
+
+def shape_line(trace: Any) -> str:
+    """One line of the shape trace of a failed forward for the text report: the module at fault,
+    what it was given, its parameters' shapes (the HTML report has the whole table)."""
+    if trace is None:
+        return ""
+    entry = next((e for e in trace.entries if e.raised and e.module == trace.at_fault), None)
+    if entry is None:
+        return ""
+    given = f" on input {', '.join(entry.inputs)}" if entry.inputs else ""
+    params = f"; {', '.join(f'{n} {s}' for n, s in entry.parameters)}" if entry.parameters else ""
+    path = " ← ".join(e.module for e in trace.entries if e.raised)
+    return f"shape trace: `{entry.module}` ({entry.kind}) raised{given}{params} (in {path})"
+
+
+def health_notes(report: RunReport) -> List[str]:
+    """What the health table leaves out on purpose, and why (biases feeding a BatchNorm, frozen
+    parameters)."""
+    notes = []
+    fed = [r for r in report.health if getattr(r, "feeds_batchnorm", None) and getattr(r, "by_construction", 0)]
+    if fed:
+        names = ", ".join(f"`{r.name}` (→ `{r.feeds_batchnorm}`)" for r in fed[:6])
+        more = f" and {len(fed) - 6} more" if len(fed) > 6 else ""
+        notes.append(f"{names}{more}: a bias feeding a BatchNorm has a zero gradient by construction (the "
+                     "BatchNorm subtracts the batch mean), not a vanishing one; `bias=False` on that layer saves it")
+    if report.frozen:
+        names = ", ".join(f"`{n}`" for n in report.frozen[:4])
+        more = f" and {len(report.frozen) - 4} more" if len(report.frozen) > 4 else ""
+        notes.append(f"{len(report.frozen)} parameter{'s' if len(report.frozen) != 1 else ''} frozen on purpose "
+                     f"(requires_grad=False) left out: {names}{more}")
+    return notes
 
 
 def _write_memory(report: RunReport, write) -> None:
@@ -207,11 +276,13 @@ def report_json(report: RunReport) -> dict:
                     "optimizer_steps": report.steps, "traceback": report.traceback},
         "findings": [result_json(r) for r in report.results],
         "gradient_health": {"steps": report.health_steps, "thresholds": report.thresholds,
-                            "parameters": [row.to_json() for row in report.health]},
+                            "parameters": [row.to_json() for row in report.health], "frozen": report.frozen,
+                            "notes": health_notes(report)},
         "memory": {"samples": [{"step": s.step, "saved_bytes": s.saved_bytes, "saved_tensors": s.saved_tensors,
                                 "cuda_allocated": s.cuda_allocated} for s in report.samples],
                    "saved_tensors_every": report.saved_tensors_every,
                    "growth": report.growth, "explained_by": report.growth_explained_by},
+        "shape_trace": report.shape_trace.to_json() if report.shape_trace is not None else None,
         "notes": report.notes,
         "internal_errors": report.internal_errors,
         "exit_code": report.exit_code,

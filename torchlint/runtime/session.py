@@ -46,11 +46,12 @@ from torchlint.runtime.detectors.losses import FUNCTIONAL_LOSSES, SIGMOID_LOSSES
 from torchlint.runtime.detectors.memory import Memory
 from torchlint.runtime.detectors.module_state import ModuleState
 from torchlint.runtime.detectors.modes import Modes
-from torchlint.runtime.shape_trace import ShapeTrace
+from torchlint.runtime.forward_shapes import ForwardShapes
 from torchlint.runtime.detectors.retention import Retention
 from torchlint.runtime.frames import Site, UserFrames, caller_of_module_call
 from torchlint.runtime.launcher import StopRun
 from torchlint.runtime.observation import Observation, Observations
+from torchlint.runtime.shapes import ShapeRecorder, ShapeTrace
 
 _USER_MODULE, _LOSS_MODULE = 1, 2
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
@@ -63,6 +64,9 @@ _ARITHMETIC = {"add", "__add__", "__radd__", "__iadd__", "sub", "__sub__", "__rs
                "cat", "sum", "mean", "add_", "mul_", "div_", "sub_"}
 
 _ACTIVE: List[Optional["Session"]] = [None]
+# layers whose construction line the run notes (outside forwards): a rank or shape error raised
+# inside one points there (TL113, TL301)
+_REMEMBERED_LAYERS = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Linear, torch.nn.modules.conv._ConvNd)
 # Our own hook code reads tensor attributes (versions, grad_fn) and calls a few torch functions:
 # without this, each of those would go through the TorchFunctionMode as if the script had made it.
 _QUIET = torch._C.DisableTorchFunction
@@ -87,6 +91,7 @@ class Options:
     find_holders: bool = False
     saved_tensors: bool = True
     saved_tensors_every: Optional[int] = None  # hooks on in one step of this many; None: decided (memory.py)
+    curve_steps: int = 0  # gradient norms kept for the curves of the HTML report up to this step
 
 
 class _Mode(TorchFunctionMode):
@@ -167,9 +172,10 @@ class Session:
         self.modes = Modes(self)
         self.losses = Losses(self)
         self.failures = Failures(self)
-        self.shape_trace = ShapeTrace()
+        self.forward_shapes = ForwardShapes()
         self.construction = Construction(self)
         self.discarded = discarded.Discarded(self)
+        self.shapes = ShapeRecorder()
 
     # -- install / uninstall ---------------------------------------------------------------------------
     def install(self) -> None:
@@ -205,6 +211,18 @@ class Session:
         self.disabled = True
         if _ACTIVE[0] is self:
             _ACTIVE[0] = None
+
+    def shape_trace(self) -> Optional[ShapeTrace]:
+        """The shape trace of the forward that raised last (None when none did)."""
+        try:
+            with _QUIET():
+                trace = self.shapes.trace()
+                if trace is not None:
+                    self.shapes.complete_with(trace, self.forward_shapes.failed_trace)
+                return trace
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+            return None
 
     def set_main_namespace(self, namespace: Optional[dict]) -> None:
         self._main_namespace = namespace
@@ -358,7 +376,7 @@ class Session:
         try:
             with _QUIET():
                 if self._depth == 0:
-                    if name == "weight" and isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                    if name == "weight" and isinstance(module, _REMEMBERED_LAYERS):
                         self.construction.remember_batchnorm(module, sys._getframe(1))
                 elif param is not None:
                     self.construction.parameter_registered(module, name, param, sys._getframe(1))
@@ -394,7 +412,7 @@ class Session:
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         try:
-            self.shape_trace.enter(module, args, depth)
+            self.forward_shapes.enter(module, args, depth)
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         try:  # exactly one entry per call: the post-hook pops it
@@ -416,14 +434,10 @@ class Session:
             self._root_order.append(key)
         self.module_state.scan_root(module)
         grad = torch.is_grad_enabled()
-        if not grad and module.training:
+        if (not grad and module.training) or (grad and any(p.requires_grad for p in module.parameters())):
             caller = caller_of_module_call(sys._getframe(1))
             if caller is not None and self.frames.is_user_file(caller.f_code.co_filename):
-                self.modes.check_no_grad_training(module, self.frames.site(caller), torch.is_inference_mode_enabled())
-        elif grad and not module.training and any(p.requires_grad for p in module.parameters()):
-            caller = caller_of_module_call(sys._getframe(1))
-            if caller is not None and self.frames.is_user_file(caller.f_code.co_filename):
-                self.modes.eval_call_starts(module, self.frames.site(caller))
+                self.modes.call_starts(module, self.frames.site(caller), grad, torch.is_inference_mode_enabled())
 
     def _forward_post(self, module: Any, args: tuple, output: Any) -> None:
         if self.disabled or threading.get_ident() != self._main_thread:
@@ -433,13 +447,15 @@ class Session:
             if self._mode_switched and self._mode_switched.pop():
                 self._set_mode(not self._mode_on)
             failing = sys.exc_info()[1] if output is None else None
-            self.shape_trace.leave(module, output, failing is not None)
+            self.forward_shapes.leave(module, output, failing is not None)
             if failing is not None:  # the always-called hook on the exception path
                 self.failures.module_failed(module, failing)
+                with _QUIET():
+                    self.shapes.module_raised(module, args, failing)
                 self.inplace.forward_failed(module)
                 self.module_state.forward_failed(module)
                 if depth == 0:
-                    self.modes.eval_call_ends(module, None)
+                    self.modes.call_ends(module, None)
                 return None
             kind = self._kinds.get(type(module), 0)
             if not (kind or depth == 0 or self.inplace.watching):
@@ -453,7 +469,7 @@ class Session:
                 if kind & _LOSS_MODULE:
                     self.losses.after_loss(output, self.site(), args)
                 if depth == 0:
-                    self.modes.eval_call_ends(module, output)
+                    self.modes.call_ends(module, output)
                     if not torch.is_grad_enabled() and isinstance(output, torch.Tensor):
                         self.losses.mark_no_grad(output, self.site())
         except StopRun:

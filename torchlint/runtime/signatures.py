@@ -77,6 +77,10 @@ CODES: Dict[str, Code] = {
     "TL112": Code("layer with parameters built inside forward",
                   "a module registering parameters while a forward runs, a new one at the same line "
                   "in two separate calls"),
+    "TL301": Code("a layer given an input that does not fit its definition",
+                  "RuntimeError 'mat1 and mat2 shapes cannot be multiplied' or 'Given groups=..., weight of size "
+                  "... expected input ... to have N channels' raised inside a Linear or Conv layer (the layer, the "
+                  "shape it was given, its weight's shape and the line that built it)"),
     "TL113": Code("BatchNorm given a tensor of the wrong rank",
                   "ValueError 'expected 4D input (got 2D input)' (and the other ranks) raised by a "
                   "BatchNorm module"),

@@ -161,7 +161,7 @@ class Failures:
         code = family
         if code == "TL304" and any(type(m).__name__.endswith("Loss") for m in modules):
             code = "TL305"
-        trace = self.session.shape_trace
+        trace = self.session.forward_shapes
         evidence = f"{type(error).__name__}: {_first_sentence(error)}"
         fault = trace.at_fault() if modules else None
         related: List[Tuple[str, int]] = []

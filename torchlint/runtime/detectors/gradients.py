@@ -45,6 +45,11 @@ class HealthRow:
     vanishing: int = 0
     exploding: int = 0
     norms: List[float] = field(default_factory=list)
+    steps_seen: List[int] = field(default_factory=list)  # the step of each norm (the curves' x)
+    # a conv/linear bias feeding a BatchNorm (that BatchNorm's name): its gradient is zero by
+    # construction (the BatchNorm subtracts the batch mean), so a zero or vanishing norm is no problem
+    feeds_batchnorm: Optional[str] = None
+    by_construction: int = 0  # steps whose zero/vanishing norm that explains
 
     @property
     def problems(self) -> int:
@@ -57,6 +62,8 @@ class HealthRow:
             "nan_or_inf": self.nonfinite, "all_zero": self.zero, "vanishing": self.vanishing,
             "exploding": self.exploding, "norm_min": min(finite) if finite else None,
             "norm_max": max(finite) if finite else None,
+            "norms": [n if math.isfinite(n) else None for n in self.norms], "norm_steps": list(self.steps_seen),
+            "feeds_batchnorm": self.feeds_batchnorm, "zero_by_construction": self.by_construction,
         }
 
 
@@ -69,6 +76,8 @@ class Gradients:
         self._handles: List[Any] = []
         self.health: Dict[int, HealthRow] = {}
         self.health_steps_seen = 0
+        self.frozen: Dict[int, str] = {}  # parameters an optimizer holds with requires_grad=False (on purpose)
+        self._feeds_batchnorm: Optional[Dict[int, str]] = None
 
     # -- parameters ---------------------------------------------------------------------------------
     def _parameters(self, optimizer: Any) -> List[Any]:
@@ -144,8 +153,14 @@ class Gradients:
             self._adopt(optimizer)
         if closure:
             self._report_contamination(optimizer)
-        record_health = step <= self.session.options.health_steps
+        options = self.session.options
+        record_health = step <= max(options.health_steps, getattr(options, "curve_steps", 0))
         params = self._parameters(optimizer)
+        if record_health:
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if not getattr(param, "requires_grad", True) and id(param) not in self.frozen:
+                        self.frozen[id(param)] = self.session.param_name(param)
         norms = self._norms(params) if record_health else {}
         for param in params:
             state = self._params.get(id(param))
@@ -227,13 +242,50 @@ class Gradients:
                     norms[id(param)] = float(value)
         return norms
 
+    def _bias_feeding_batchnorm(self) -> Dict[int, str]:
+        """id(bias) -> the BatchNorm it feeds: a Conv/Linear child followed, among its parent's
+        children, by a BatchNorm over its output channels (`nn.Sequential(conv, bn)`, or `self.conv`
+        and `self.bn` declared in that order). Its gradient is then zero by construction."""
+        if self._feeds_batchnorm is not None:
+            return self._feeds_batchnorm
+        import torch.nn as nn
+
+        found: Dict[int, str] = {}
+        session = self.session
+        for key in session._root_order:
+            root = session._roots.get(key)
+            if root is None:
+                continue
+            for parent_name, parent in root.named_modules():
+                children = list(parent.named_children())
+                for (_, first), (name, second) in zip(children, children[1:]):
+                    bias = getattr(first, "bias", None)
+                    if bias is None or not isinstance(second, nn.modules.batchnorm._BatchNorm):
+                        continue
+                    width = getattr(first, "out_channels", getattr(first, "out_features", None))
+                    if isinstance(first, (nn.modules.conv._ConvNd, nn.Linear)) and width == second.num_features:
+                        found[id(bias)] = f"{parent_name}.{name}" if parent_name else name
+        self._feeds_batchnorm = found
+        return found
+
     def _record_health(self, params: List[Any], norms: Dict[int, float]) -> None:
         options = self.session.options
-        self.health_steps_seen = max(self.health_steps_seen, self.session.step_of_last_step)
+        step = self.session.step_of_last_step
+        counted = step <= options.health_steps  # later steps (up to --curve-steps) only add to the curves
+        if counted:
+            self.health_steps_seen = max(self.health_steps_seen, step)
+        feeds = self._bias_feeding_batchnorm()
         for param in params:
             row = self.health.get(id(param))
             if row is None:
                 row = self.health[id(param)] = HealthRow(self.session.param_name(param), tuple(param.shape))
+                row.feeds_batchnorm = feeds.get(id(param))
+            if not counted:
+                value = norms.get(id(param))
+                if value is not None:
+                    row.norms.append(value)
+                    row.steps_seen.append(step)
+                continue
             row.steps += 1
             if param.grad is None:
                 row.none += 1
@@ -242,7 +294,10 @@ class Gradients:
             if value is None:
                 continue
             row.norms.append(value)
-            if not math.isfinite(value):
+            row.steps_seen.append(step)
+            if row.feeds_batchnorm is not None and math.isfinite(value) and value < max(options.vanishing, 1e-5):
+                row.by_construction += 1  # the BatchNorm subtracts the batch mean: zero up to rounding
+            elif not math.isfinite(value):
                 row.nonfinite += 1
             elif value == 0.0:
                 row.zero += 1

@@ -1,15 +1,26 @@
-"""TL106 (a model in eval() run with autograd on, whose graph no backward uses) and TL107 (a
-model with Dropout/BatchNorm in training mode run under no_grad/inference_mode).
+"""TL106 (a model run with autograd on whose graph no backward uses) and TL107 (a model with
+Dropout/BatchNorm in training mode in an evaluation: under no_grad/inference_mode, or with
+autograd on in calls no backward follows).
 
 Both look at model calls made from the user's own code (the frame calling `model(...)` is in the
 user's files), so library helpers that run a model in train mode under no_grad on purpose
 (`torch.optim.swa_utils.update_bn`) are not reported.
 
-TL106: every such forward gets a pre-hook on the grad_fn of each tensor it returns; a backward
-that reaches the graph fires it. A call site is reported once a forward there was followed by
-another call at the same site (or the end of the script) without its graph ever being used.
-The evidence is the bytes of the distinct storages autograd saved during that forward — the
-measure the memory samples and TL003 use, so a tensor saved by two nodes (a ReLU's output that
+Every such forward with autograd on gets a pre-hook on the grad_fn of each tensor it returns; a
+backward that reaches the graph fires it. A call site (and mode) is an evaluation once a forward
+there was followed by another call at the same site (or the end of the script) without its graph
+ever being used, and no call there ever was. Such a site in eval() is TL106; in training mode it
+is TL106 (the graph is wasted all the same) and, when the model has active Dropout or BatchNorm,
+TL107. A call in training mode under no_grad/inference_mode is an evaluation at once.
+
+TL107's evidence is measured on the evaluation calls (from the second call of a site with
+autograd on, from the first under no_grad): the BatchNorm running statistics before and after
+each call (how much they moved, and `num_batches_tracked`), and, once per site, each active
+Dropout's output against a second draw on the same input (the random state saved and restored, so
+the script's own random numbers stay as they were): two calls on the same batch that differ.
+
+TL106's evidence is the bytes of the distinct storages autograd saved during a measured call —
+the measure the memory samples and TL003 use, so a tensor saved by two nodes (a ReLU's output that
 the next Linear saves too) counts once.
 """
 
@@ -21,120 +32,294 @@ from typing import Any, Dict, List, Optional, Tuple
 from torchlint.runtime.frames import Site
 from torchlint.runtime.graph import mib
 
+MAX_FLAGS = 4096  # per site: the graphs a backward may still reach later (gradient accumulation)
+
 
 @dataclass
-class _EvalCall:
-    site: Site
-    saved: int
-    used: List[bool] = field(default_factory=lambda: [False])
+class _Norm:
+    name: str
+    kind: str
+    base: float = 0.0  # ‖running_mean‖ + ‖running_var‖ before the first measured call
+    moved: float = 0.0  # the sum over measured calls of ‖Δrunning_mean‖ + ‖Δrunning_var‖
+    batches: int = 0  # num_batches_tracked gained during measured calls
 
 
 @dataclass
 class _SiteCalls:
     model: str
-    pending: Optional[_EvalCall] = None
-    unused: int = 0
-    used: int = 0
-    saved: List[int] = field(default_factory=list)
-    site: Optional[Site] = None
+    site: Site
+    training: bool
+    no_grad: bool = False  # calls under no_grad / inference_mode (evaluations at once)
+    inference: bool = False
+    calls: int = 0
+    pending: Optional[List[bool]] = None
+    flags: List[List[bool]] = field(default_factory=list)  # decided calls: did a backward reach their graph?
+    used_early: int = 0  # calls whose graph a backward reached before the next call at the site
+    saved: List[int] = field(default_factory=list)  # bytes saved by each measured call
+    measured: int = 0  # calls whose BatchNorm statistics were measured
+    norms: Dict[int, _Norm] = field(default_factory=dict)
+    dropout: List[str] = field(default_factory=list)
+    probed: bool = False
+    stochastic: bool = False
+
+    def used(self) -> int:
+        return self.used_early + sum(1 for flag in self.flags if flag[0])
+
+    def unused(self) -> int:
+        return sum(1 for flag in self.flags if not flag[0])
+
+    def evaluating(self) -> bool:
+        """Every call decided so far was one no backward used."""
+        return self.no_grad or (self.used_early == 0 and bool(self.flags) and not any(f[0] for f in self.flags))
+
+
+@dataclass
+class _Active:
+    calls: _SiteCalls
+    measuring_bytes: bool
+    snapshot: List[Tuple[Any, Any, Any, int]]  # (module, running_mean, running_var, num_batches_tracked)
+    probes: List[Any]
 
 
 class Modes:
     def __init__(self, session) -> None:
         self.session = session
-        self._eval_sites: Dict[Tuple[str, int], _SiteCalls] = {}
-        self._active: Optional[Tuple[Tuple[str, int], Site, int]] = None
-        self._stochastic: Dict[int, List[Any]] = {}
+        self._sites: Dict[Tuple[str, int, int, bool, bool], _SiteCalls] = {}
+        self._active: Optional[_Active] = None
+        self._stochastic: Dict[int, List[Tuple[str, Any]]] = {}
 
-    # -- TL107 ------------------------------------------------------------------------------------------
-    def _stochastic_layers(self, root: Any) -> List[Any]:
+    def _stochastic_layers(self, root: Any) -> List[Tuple[str, Any]]:
         import torch.nn as nn
 
         layers = self._stochastic.get(id(root))
         if layers is None:
-            layers = [m for m in root.modules() if isinstance(m, nn.modules.dropout._DropoutNd)
-                      or isinstance(m, nn.modules.batchnorm._BatchNorm)]
+            layers = [(name or type(m).__name__, m) for name, m in root.named_modules()
+                      if isinstance(m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm))]
             self._stochastic[id(root)] = layers
         return layers
 
-    def check_no_grad_training(self, root: Any, site: Site, inference: bool) -> None:
+    def _active_layers(self, root: Any) -> Tuple[List[Tuple[str, Any]], List[Tuple[str, Any]]]:
         import torch.nn as nn
 
-        active_dropout = [m for m in self._stochastic_layers(root)
-                          if isinstance(m, nn.modules.dropout._DropoutNd) and m.training and m.p > 0]
-        active_norm = [m for m in self._stochastic_layers(root)
-                       if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats]
-        if not active_dropout and not active_norm:
+        dropout, norm = [], []
+        for name, m in self._stochastic_layers(root):
+            if not m.training:
+                continue
+            if isinstance(m, nn.modules.dropout._DropoutNd):
+                if m.p > 0:
+                    dropout.append((name, m))
+            elif m.track_running_stats and m.running_mean is not None:
+                norm.append((name, m))
+        return dropout, norm
+
+    # -- a call of a model from the user's code -------------------------------------------------------
+    def call_starts(self, root: Any, site: Optional[Site], grad: bool, inference: bool) -> None:
+        """`root` is called from the user's code at `site`: in training mode under no_grad, or
+        with autograd on (and parameters that require grad)."""
+        self._active = None
+        if site is None:
             return
-        parts = []
-        if active_dropout:
-            rates = sorted({m.p for m in active_dropout})
-            shown = ", ".join(f"{r:g}" for r in rates)
-            parts.append(f"{len(active_dropout)} Dropout (p={shown}) zeroing activations at random")
-        if active_norm:
-            parts.append(f"{len(active_norm)} {type(active_norm[0]).__name__} normalising with batch statistics "
-                         "and updating their running statistics from this data")
-        context = "torch.inference_mode()" if inference else "torch.no_grad()"
-        name = type(root).__name__
-        self.session.observe(
-            "TL107", site,
-            f"`{name}` runs under {context} in training mode: Dropout and BatchNorm behave as in training; "
-            f"call `model.eval()` before evaluating (and `model.train()` after)",
-            f"`{name}`.training is True under {context}: " + "; ".join(parts))
+        training = bool(root.training)
+        if not grad and not self._stochastic_layers(root):
+            return  # a loss module, a model without Dropout/BatchNorm: nothing behaves as in training
+        key = (site.path, site.line, id(root), training, grad)
+        calls = self._sites.get(key)
+        if calls is None:
+            calls = self._sites[key] = _SiteCalls(type(root).__name__, site, training, no_grad=not grad,
+                                                  inference=inference)
+        calls.calls += 1
+        if grad:
+            self._decide(calls)
+            if calls.calls == 1 and training:
+                dropout, norm = self._active_layers(root)
+                calls.stochastic = bool(dropout or norm)
+        measure_norms = training and calls.evaluating()
+        measuring_bytes = grad and (not training or calls.evaluating())
+        # set first: whatever happens below, call_ends undoes what was done (probes, the measure)
+        active = self._active = _Active(calls, False, [], [])
+        if measure_norms:
+            dropout, norm = self._active_layers(root)
+            calls.stochastic = calls.stochastic or bool(dropout or norm)
+            for name, m in norm:
+                calls.norms.setdefault(id(m), _Norm(name, type(m).__name__))
+                active.snapshot.append((m, m.running_mean.detach().clone(),
+                                        None if m.running_var is None else m.running_var.detach().clone(),
+                                        int(m.num_batches_tracked) if m.num_batches_tracked is not None else 0))
+            if dropout and not calls.probed:
+                calls.probed = True
+                for name, m in dropout:
+                    active.probes.append(m.register_forward_hook(self._dropout_probe(calls, name)))
+        if measuring_bytes:
+            self.session.memory.measure_begin()
+            active.measuring_bytes = True
 
-    # -- TL106 ------------------------------------------------------------------------------------------
-    def eval_call_starts(self, root: Any, site: Site) -> None:
-        self.session.memory.measure_begin()
-        self._active = ((site.path, site.line), site)
-
-    def eval_call_ends(self, root: Any, output: Any) -> None:
+    def call_ends(self, root: Any, output: Any) -> None:
         import torch
 
         active, self._active = self._active, None
         if active is None:
             return
-        saved = self.session.memory.measure_end()
-        key, site = active
+        for handle in active.probes:
+            handle.remove()
+        calls = active.calls
+        saved = self.session.memory.measure_end() if active.measuring_bytes else None
+        if active.snapshot and output is not None:
+            calls.measured += 1
+            for m, mean, var, batches in active.snapshot:
+                entry = calls.norms[id(m)]
+                if calls.measured == 1:
+                    entry.base = float(mean.norm()) + (float(var.norm()) if var is not None else 0.0)
+                moved = float((m.running_mean - mean).norm())
+                if var is not None and m.running_var is not None:
+                    moved += float((m.running_var - var).norm())
+                entry.moved += moved
+                if m.num_batches_tracked is not None:
+                    entry.batches += int(m.num_batches_tracked) - batches
+        if calls.no_grad or output is None:
+            return
+        if saved is not None:
+            calls.saved.append(saved)
         tensors = _output_tensors(output, torch.Tensor)
         roots = [t.grad_fn for t in tensors if t.grad_fn is not None]
         if not roots:
             return
-        calls = self._eval_sites.get(key)
-        if calls is None:
-            calls = self._eval_sites[key] = _SiteCalls(type(root).__name__, site=site)
-        self._decide(calls)
-        call = _EvalCall(site, saved)
+        flag = [False]
         for node in roots:
             try:
-                node.register_prehook(_marker(call.used))
+                node.register_prehook(_marker(flag))
             except Exception:  # noqa: BLE001 - cannot watch it: assume a backward uses it
-                call.used[0] = True
-        calls.pending = call
+                flag[0] = True
+        calls.pending = flag
+
+    def _dropout_probe(self, calls: _SiteCalls, name: str):
+        def probe(module: Any, args: tuple, output: Any) -> None:
+            session = self.session
+            busy, session.busy = session.busy, True
+            try:
+                calls.dropout.append(_dropout_evidence(name, module, args, output))
+            except Exception as error:  # noqa: BLE001
+                session.internal_error(error)
+            finally:
+                session.busy = busy
+            return None
+
+        return probe
 
     @staticmethod
     def _decide(calls: _SiteCalls) -> None:
-        previous, calls.pending = calls.pending, None
-        if previous is None:
+        flag, calls.pending = calls.pending, None
+        if flag is None:
             return
-        if previous.used[0]:
-            calls.used += 1
-        else:
-            calls.unused += 1
-            calls.saved.append(previous.saved)
+        if flag[0]:
+            calls.used_early += 1
+        elif calls.used_early == 0 and len(calls.flags) < MAX_FLAGS:  # once a backward used one: nothing to keep
+            calls.flags.append(flag)
 
+    # -- the end ------------------------------------------------------------------------------------------
     def finish(self, script_ended: bool) -> None:
-        for calls in self._eval_sites.values():
-            if script_ended:
+        for calls in self._sites.values():
+            if script_ended and not calls.no_grad:
                 self._decide(calls)
-            if calls.unused == 0 or calls.used > 0 or calls.site is None:
+            if calls.no_grad:
+                if calls.training and calls.stochastic:
+                    self._report_training(calls)
                 continue
-            per_batch = sum(calls.saved) / max(len(calls.saved), 1)
-            self.session.observe(
-                "TL106", calls.site,
-                f"`{calls.model}` in eval() runs with autograd on: every call records a graph no backward "
-                "uses; wrap the evaluation in `with torch.no_grad():` (or `torch.inference_mode()`)",
-                f"{calls.unused} call{'s' if calls.unused != 1 else ''} in eval() with grad enabled, none of "
-                f"whose graphs a backward used; {mib(per_batch)} of tensors saved for backward per call")
+            unused, used = calls.unused(), calls.used()
+            if calls.training and unused == 1 and used == 0:
+                self._report_undecided(calls)
+            if unused < (2 if calls.training else 1) or used > 0:  # in training mode: a loop, not a warm-up call
+                continue
+            self._report_unused_graph(calls, unused)
+            if calls.training and calls.stochastic:
+                self._report_training(calls)
+
+    def _report_unused_graph(self, calls: _SiteCalls, unused: int) -> None:
+        mode = "in eval()" if not calls.training else "in training mode"
+        measured = f"; {mib(sum(calls.saved) / len(calls.saved))} of tensors saved for backward per call" \
+            if calls.saved else ""
+        observation = self.session.observe(
+            "TL106", calls.site,
+            f"`{calls.model}` {mode} runs with autograd on: every call records a graph no backward "
+            "uses; wrap the evaluation in `with torch.no_grad():` (or `torch.inference_mode()`)",
+            f"{unused} call{'s' if unused != 1 else ''} {mode} with grad enabled, none of whose graphs a "
+            f"backward used{measured}")
+        if observation is not None:
+            observation.count = max(observation.count, unused)
+            observation.confirms_only = calls.training
+
+    def _report_undecided(self, calls: _SiteCalls) -> None:
+        """One call in training mode, with active Dropout/BatchNorm, whose graph no backward used:
+        an evaluation of one batch, or a warm-up call? The run cannot tell (it measures from the
+        second call of a line), so a static TL107 there has no evidence either way."""
+        codes = ("TL106", "TL107") if calls.stochastic else ("TL106",)
+        layers = ", with active Dropout/BatchNorm," if calls.stochastic else ""
+        for code in codes:
+            observation = self.session.observe(
+                code, calls.site, f"`{calls.model}` ran once here in training mode with autograd on",
+                f"`{calls.model}` ran once here in training mode{layers} and no backward used its graph: one call "
+                "cannot tell an evaluation from a warm-up call (the run measures a line from its second call on)")
+            if observation is not None:
+                observation.inconclusive = True
+
+    def _report_training(self, calls: _SiteCalls) -> None:
+        parts = []
+        moved = [n for n in calls.norms.values() if n.moved > 0 or n.batches > 0]
+        if moved:
+            worst = max(moved, key=lambda n: n.moved / n.base if n.base else n.moved)
+            share = f"{100 * worst.moved / worst.base:.1f} %" if worst.base else f"{worst.moved:.3g} (from zero)"
+            others = f" (and {len(moved) - 1} more BatchNorm layers)" if len(moved) > 1 else ""
+            parts.append(f"BatchNorm running statistics changed during {calls.measured} of these calls: "
+                         f"{worst.kind} `{worst.name}` by {share} (‖Δrunning_mean‖ + ‖Δrunning_var‖ against "
+                         f"their size), num_batches_tracked +{worst.batches}{others}")
+        active = [d for d in calls.dropout if d]
+        if active:
+            parts.append("; ".join(active))
+        if not parts:
+            return
+        if calls.no_grad:
+            context = "torch.inference_mode()" if calls.inference else "torch.no_grad()"
+            how = f"under {context}"
+        else:
+            context = "autograd on, and no backward used their graphs"
+            how = "in an evaluation no backward follows"
+        observation = self.session.observe(
+            "TL107", calls.site,
+            f"`{calls.model}` runs {how} in training mode: Dropout and BatchNorm behave as in training; "
+            f"call `model.eval()` before evaluating (and `model.train()` after)",
+            f"`{calls.model}`.training is True in {calls.calls} call{'s' if calls.calls != 1 else ''} here "
+            f"({context}): " + "; ".join(parts))
+        if observation is not None:
+            observation.count = max(observation.count, calls.calls)
+
+
+def _dropout_evidence(name: str, module: Any, args: tuple, output: Any) -> str:
+    """Whether a Dropout module was active: its output against a second draw on the same input
+    (the random state saved and restored), and the share of activations it zeroed."""
+    import torch
+
+    if not args or not isinstance(args[0], torch.Tensor) or not isinstance(output, torch.Tensor):
+        return ""
+    x = args[0]
+    with torch.no_grad():
+        nonzero = x != 0 if not module.inplace else None
+        zeroed = output == 0
+        share = float((zeroed & nonzero).sum()) / max(int(nonzero.sum()), 1) if nonzero is not None \
+            else float(zeroed.float().mean())
+        if module.inplace:
+            return (f"Dropout `{name}` (p={module.p:g}) active: it zeroed {100 * share:.0f} % of the "
+                    "activations (in place)")
+        cpu_state = torch.get_rng_state()
+        cuda_state = torch.cuda.get_rng_state(x.device) if x.is_cuda else None
+        try:
+            again = type(module).forward(module, x)
+        finally:
+            torch.set_rng_state(cpu_state)
+            if cuda_state is not None:
+                torch.cuda.set_rng_state(cuda_state, x.device)
+        differ = not torch.equal(again, output)
+    verdict = "two calls on the same batch differ" if differ else "two calls on the same batch agreed"
+    return (f"Dropout `{name}` (p={module.p:g}) active: {verdict}, {100 * share:.0f} % of the activations "
+            "zeroed")
 
 
 def _marker(flag: List[bool]):

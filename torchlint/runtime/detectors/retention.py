@@ -42,6 +42,22 @@ class _Tracked:
     kind: str  # "loss" or "sum"
     used: bool = False  # a backward went through its grad_fn
     seen_at_backward: bool = False  # first seen when backward() was called on it (site: that call)
+    sources: Tuple[Any, ...] = ()  # the tracked entries a sum was computed from (weak: `_Tracked` objects)
+    reported: bool = False  # a finding already holds it (one bug, one finding)
+
+
+@dataclass
+class _Report:
+    """One TL003 finding and what it measured: at its first sighting and at the end of the run, so
+    the evidence says how the retained graphs grow per step."""
+    observation: Any
+    kind: str  # "container" or "sum"
+    name: str
+    text: str  # the evidence at the first sighting
+    step: int  # the step the first sighting came before
+    tensors: int
+    nodes: int
+    saved: int
 
 
 @dataclass
@@ -62,6 +78,9 @@ class Retention:
         self._tracked: Dict[int, _Tracked] = {}
         self._sites: Dict[Tuple[str, int], _SiteStats] = {}
         self._reported: Set[Tuple[str, int]] = set()
+        # TL003 findings by the line that created the losses (container) or the sum's line: a later
+        # sighting of the same losses updates that finding's evidence instead of adding one
+        self._reports: Dict[Tuple[str, int], _Report] = {}
 
     # -- tracking ------------------------------------------------------------------------------------
     def is_tracked(self, tensor: Any) -> bool:
@@ -115,16 +134,19 @@ class Retention:
         if not tracked:
             return
         spans: Set[int] = set()
+        sources: List[_Tracked] = []
         for value in args:
             if type(value) in (list, tuple):
                 for item in value:
                     entry = tracked.get(id(item))
                     if entry is not None and entry.ref() is item:
                         spans |= entry.iterations
+                        sources.append(entry)
                 continue
             entry = tracked.get(id(value))
             if entry is not None and entry.ref() is value:
                 spans |= entry.iterations
+                sources.append(entry)
         if not spans:
             return
         import torch
@@ -134,12 +156,14 @@ class Retention:
         existing = self._tracked.get(id(output))
         if existing is not None and existing.ref() is output:
             existing.iterations |= spans
+            existing.sources = existing.sources + tuple(e for e in sources if e.kind == "sum")
             if existing.kind == "loss" and len(existing.iterations) > 1:
                 existing.kind = "sum"
             return
         if len(self._tracked) >= MAX_TRACKED:
             return
-        entry = _Tracked(None, set(spans), self.session.site(), "sum")
+        entry = _Tracked(None, set(spans), self.session.site(), "sum",
+                         sources=tuple(e for e in sources if e.kind == "sum"))
         entry.ref = weakref.ref(output, self._on_death(id(output), entry, None))
         self._tracked[id(output)] = entry
 
@@ -161,20 +185,52 @@ class Retention:
         if len({i for entry, _ in old_losses for i in entry.iterations}) >= 2:
             self._report_container(old_losses, final)
         for entry, tensor in sums:
-            self._report_sum(entry, tensor)
+            self._report_sum(entry, tensor, final)
         for key, stats in self._sites.items():
             unused = stats.unused_dead + stats.alive
             if not stats.reported and stats.used == 0 and stats.peak >= RETAINED_WITHOUT_BACKWARD \
                     and unused >= RETAINED_WITHOUT_BACKWARD and stats.holder is not None:
                 self._report_unused(key, stats)
 
+    def _when(self, final: bool) -> Tuple[str, int]:
+        """How the evidence names the moment of a check, and the number of steps done by then."""
+        steps = self.session.iteration
+        if final:
+            return f"at the end of the run (after step {steps})", steps
+        return f"at step {steps + 1}", steps
+
+    def _measure(self, tensors: List[Any]) -> Tuple[int, int]:
+        nodes = walk(t.grad_fn for t in tensors)
+        return len(nodes), saved_bytes(nodes, self.session.parameter_storages())
+
+    def _update(self, report: _Report, tensors: List[Any], final: bool) -> None:
+        """A later sighting of the losses a finding holds: its evidence says how they grew."""
+        if not final:
+            return  # measured at the first sighting and at the end: two graph walks per finding
+        when, steps = self._when(final)
+        count, (nodes, saved) = len(tensors), self._measure(tensors)
+        between = max(steps - (report.step - 1), 1)
+        report.observation.evidence = report.text + "; " + _growth(
+            when, count, nodes, saved, report, between, "loss tensors" if report.kind == "container" else "")
+        report.observation.severity = _retention_severity(saved)
+
     def _report_container(self, retained: List[Tuple[_Tracked, Any]], final: bool) -> None:
         session = self.session
+        created = retained[0][0].site
+        key = (created.path, created.line) if created is not None else None
+        known = self._reports.get(key) if key is not None else None
+        if known is None:  # losses another finding holds (kept at another line of the same creation)
+            known = next((self._reports[k] for k in self._reports
+                          if any(entry.reported for entry, _ in retained) and self._reports[k].kind == "container"), None)
+        if known is not None:
+            for entry, _ in retained:
+                entry.reported = True
+            self._update(known, [t for _, t in retained], final)
+            return
         ids = {id(t) for _, t in retained}
         holder = self._find_holder(ids)
         steps = sorted({i for entry, _ in retained for i in entry.iterations})
         first = retained[0][0]
-        created = first.site
         if holder is None:
             if created is None:
                 return
@@ -187,38 +243,63 @@ class Retention:
         if (path, line) in self._reported:
             return
         self._reported.add((path, line))
-        nodes = walk(t.grad_fn for _, t in retained)
+        when, done = self._when(final)
+        nodes, saved = self._measure([t for _, t in retained])
         evidence = (f"{len(retained)} loss tensors of iterations {_span(steps)} still alive with their graphs in "
-                    f"{name}{_kept_by(lines, keeps)} at step {session.iteration + 1}: {len(nodes):,} autograd nodes, "
-                    f"{mib(saved_bytes(nodes, self.session.parameter_storages()))} of saved tensors retained")
+                    f"{name}{_kept_by(lines, keeps)} {when}: {nodes:,} autograd nodes, "
+                    f"{mib(saved)} of saved tensors retained")
         related = tuple(lines) + tuple(stack)
         if created is not None:
             evidence += (f" (backward() called on them at line {created.line})" if first.seen_at_backward
                          else f" (created at line {created.line})")
             related += ((created.path, created.line),)
-        session.observe(
+        observation = session.observe(
             "TL003", None,
             f"loss tensors kept in {name} hold every iteration's autograd graph; store `loss.item()` "
             "(or `loss.detach()`) instead",
-            evidence, path=path, line=line, related=related, step=session.iteration + 1)
+            evidence + "; " + _per_step(nodes, saved, len(steps)), path=path, line=line, related=related,
+            step=done + (0 if final else 1))
+        if observation is None:
+            return
+        observation.severity = _retention_severity(saved)
+        for entry, _ in retained:
+            entry.reported = True
+        if key is not None:
+            self._reports[key] = _Report(observation, "container", name, evidence, done + 1, len(retained),
+                                         nodes, saved)
 
-    def _report_sum(self, entry: _Tracked, tensor: Any) -> None:
+    def _report_sum(self, entry: _Tracked, tensor: Any, final: bool) -> None:
         site = entry.site
-        if site is None or (site.path, site.line) in self._reported:
+        if site is None:
+            return
+        known = self._reports.get((site.path, site.line))
+        if known is not None:
+            entry.reported = True
+            self._update(known, [tensor], final)
+            return
+        if _derived_from_reported(entry):
+            return
+        if (site.path, site.line) in self._reported:
+            entry.reported = True
             return
         self._reported.add((site.path, site.line))
+        entry.reported = True
         name = self._name_of(tensor) or "a running sum"
-        nodes = walk([tensor.grad_fn])
+        nodes, saved = self._measure([tensor])
         steps = sorted(entry.iterations)
         shown = f"`{name}`" if name != "a running sum" else name
-        self.session.observe(
+        when, done = self._when(final)
+        evidence = (f"{shown} (added to at line {site.line}) spans the losses of iterations {_span(steps)} {when}: "
+                    f"{nodes:,} autograd nodes reachable from it, {mib(saved)} of saved tensors")
+        observation = self.session.observe(
             "TL003", site,
             f"{shown} adds loss tensors across iterations into one ever-growing autograd graph; add "
             "`loss.item()` instead",
-            f"{shown} (added to at line {site.line}) spans the losses of iterations {_span(steps)} at step "
-            f"{self.session.iteration + 1}: "
-            f"{len(nodes):,} autograd nodes reachable from it, {mib(saved_bytes(nodes, self.session.parameter_storages()))} of saved tensors",
-            step=self.session.iteration + 1)
+            evidence + "; " + _per_step(nodes, saved, len(steps)), step=done + (0 if final else 1))
+        if observation is None:
+            return
+        observation.severity = _retention_severity(saved)
+        self._reports[(site.path, site.line)] = _Report(observation, "sum", shown, evidence, done + 1, 1, nodes, saved)
 
     def _snapshot_holder(self, key: Tuple[str, int], stats: _SiteStats) -> None:
         ids = {k for k, entry in self._tracked.items() if entry.site is not None
@@ -384,6 +465,46 @@ def _kept_by(lines: List[Tuple[str, int]], keeps: bool, prefix: str = "") -> str
     shown = sorted({line for _, line in lines})
     numbers = ", ".join(str(n) for n in shown)
     return f"{prefix} (kept by line{'s' if len(shown) > 1 else ''} {numbers})"
+
+
+def _derived_from_reported(entry: _Tracked) -> bool:
+    """Whether a sum was computed from one a finding already holds (`avg = total / n` after
+    `total += loss`): the same bug, so no finding of its own. Marks it so, for its own sums."""
+    seen: Set[int] = set()
+    stack = list(entry.sources)
+    while stack:
+        source = stack.pop()
+        if id(source) in seen:
+            continue
+        seen.add(id(source))
+        if source.reported:
+            entry.reported = True
+            return True
+        stack.extend(source.sources)
+    return False
+
+
+def _retention_severity(saved: int) -> str:
+    """What the retained graphs cost decides the finding's severity: with saved tensors (their
+    activations, often MiBs a step) memory runs out; after backward() freed them only the graphs'
+    nodes remain (a few hundred bytes each): a slow leak."""
+    return "warning" if saved > 0 else "note"
+
+
+def _per_step(nodes: int, saved: int, iterations: int) -> str:
+    iterations = max(iterations, 1)
+    freed = "" if saved else " (backward() freed their saved tensors: only the graphs' nodes are kept)"
+    return f"≈ {nodes / iterations:,.0f} nodes and {mib(saved / iterations)} of saved tensors per iteration{freed}"
+
+
+def _growth(when: str, count: int, nodes: int, saved: int, first: _Report, steps: int, what: str) -> str:
+    """The second measurement of a finding, and the growth per step since the first."""
+    grew = (nodes - first.nodes) / steps
+    grew_bytes = (saved - first.saved) / steps
+    held = f"{count} {what} with " if what else ""
+    freed = ("; backward() freed their saved tensors: only the graphs' nodes grow" if saved == 0 else "")
+    return (f"{when}: {held}{nodes:,} autograd nodes, {mib(saved)} of saved tensors: {grew:+,.1f} nodes and "
+            f"{'+' if grew_bytes >= 0 else '-'}{mib(abs(grew_bytes))} of saved tensors per step{freed}")
 
 
 def _span(steps: List[int]) -> str:

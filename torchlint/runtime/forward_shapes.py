@@ -1,4 +1,5 @@
-"""The shapes of the last forward, module by module, for the report of a shape error.
+"""The shapes of the last forward, module by module, for the report of a shape error (the
+entries of `shapes.ShapeTrace`, which the report renders, and the evidence of TL301-TL307).
 
 Each call of a module records its input and output shapes (the first tensor of each), with the
 module's name in the model that was called (`features.3`, `fc1`). A new forward of a model
@@ -38,7 +39,7 @@ class Entry:
         self.failed = False
 
 
-class ShapeTrace:
+class ForwardShapes:
     def __init__(self) -> None:
         self.entries: List[Entry] = []
         self._open: List[Entry] = []
