@@ -36,6 +36,11 @@ Flags a statement that calls `t_`, `transpose_`, `squeeze_`, `unsqueeze_`, `resi
 `resize_as_`, `swapaxes_`, `swapdims_` or `as_strided_` on `x.data` or `x.detach()` of a tensor
 `x` and throws the result away: `feature.data.t_()`, `h.detach().unsqueeze_(0)`.
 
+`x` is a tensor by the analysis, or a name unpacked from the fields of the item of the loop it
+is in and fed to a model there (`for batch in train_iter: feature, target = batch.text,
+batch.label` ... `model(feature)`), and the call may be
+one element of a tuple statement (`feature.data.t_(), target.data.sub_(1)`).
+
 Not flagged: the same methods on `x` itself (`x.t_()` changes `x`), results that are used
 (`y = x.data.t_()`), value-changing in-place methods (`x.data.zero_()`, `x.data.clamp_()`,
 which write into the shared storage and so do reach `x`), and `.data` of objects the analysis
@@ -76,8 +81,7 @@ No fix: whether the new shape should keep the autograd graph (`x = x.t()`) or no
         if not isinstance(func, cst.Attribute) or func.attr.value not in _SHAPE_CHANGING:
             return
         sem = ctx.semantic
-        parent = sem.parent(node)
-        if not isinstance(parent, cst.Expr):
+        if not _discarded(sem, node):
             return  # the result is used
         alias = func.value
         if isinstance(alias, cst.Attribute) and alias.attr.value == "data":
@@ -87,16 +91,77 @@ No fix: whether the new shape should keep the autograd graph (`x = x.t()`) or no
             base, how = alias.func.value, ".detach()"
         else:
             return
-        try:
-            if not sem.values.of(base).is_tensor:
-                return
-        except Exception:  # noqa: BLE001 - unknown is not a tensor
+        if not _tensor(sem, base):
             return
         name = ctx.short(base, 30)
         ctx.report(node, f"`{ctx.short(node, 40)}` changes the shape of a temporary alias: `{name}{how}` is a new "
                          f"tensor object, so `{name}` keeps its shape and the code after this line uses the old "
                          f"layout; write `{name} = {name}.{func.attr.value.rstrip('_')}(...)` (or keep the result)",
                    severity=Severity.ERROR)
+
+
+def _discarded(sem, call: cst.Call) -> bool:
+    """A statement of its own, or an element of a tuple that is one (`f.data.t_(), t.data.sub_(1)`)."""
+    parent = sem.parent(call)
+    if isinstance(parent, cst.Element):
+        parent = sem.parent(sem.parent(parent)) if isinstance(sem.parent(parent), cst.Tuple) else None
+    return isinstance(parent, cst.Expr)
+
+
+def _tensor(sem, base: cst.BaseExpression) -> bool:
+    """A tensor by the value model, or a name unpacked from the item of the loop it is in
+    (`for batch in train_iter: feature, target = batch.text, batch.label`): a batch's fields."""
+    try:
+        if sem.values.of(base).is_tensor:
+            return True
+    except Exception:  # noqa: BLE001 - unknown is not a tensor
+        return False
+    if not isinstance(base, cst.Name):
+        return False
+    definitions = sem.values.flow.reaching(base)
+    if not definitions or len(definitions) != 1:
+        return False
+    definition = definitions[0]
+    value = definition.value
+    if definition.kind != "assign" or value is None or definition.path is None:
+        return False
+    if definition.path:
+        if not (isinstance(value, cst.Tuple) and len(definition.path) == 1
+                and definition.path[0] < len(value.elements)):
+            return False
+        field = value.elements[definition.path[0]].value
+    else:
+        field = value
+    for ancestor in sem.ancestors(value):
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        if isinstance(ancestor, cst.For) and sem.index.contains(ancestor.body, value):
+            items = {n.value for n in ([ancestor.target] if isinstance(ancestor.target, cst.Name)
+                                       else sem.index.descendants(ancestor.target, cst.Name))}
+            return _field_of(field, items) and _fed_to_model(sem, ancestor.body, base.value)
+    return False
+
+
+def _fed_to_model(sem, body: cst.CSTNode, name: str) -> bool:
+    """`name` is an argument of a call of a module (or of a parameter named like a model) in
+    `body`: `logit = model(feature)`."""
+    for call in sem.index.descendants(body, cst.Call):
+        if not any(isinstance(a.value, cst.Name) and a.value.value == name for a in call.args):
+            continue
+        try:
+            callee = sem.values.of(call.func)
+        except Exception:  # noqa: BLE001
+            continue
+        if callee.kind == "module" or callee.role == "model":
+            return True
+    return False
+
+
+def _field_of(expr: cst.BaseExpression, items: set) -> bool:
+    """`batch.text`, `batch[0]`: a field of a loop item."""
+    if isinstance(expr, (cst.Attribute, cst.Subscript)) and isinstance(expr.value, cst.Name):
+        return expr.value.value in items
+    return False
 
 
 __all__ = ["ShapeChangeOnAlias"]
