@@ -92,6 +92,9 @@ def test_select_and_ignore_apply_to_runtime_codes():
     ("RuntimeError", "mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)", None),
     ("ValueError", "Expected input batch_size (2) to match target batch_size (3).", None),
     ("IndexError", "list index out of range", None),
+    ("KeyError", "tensor(1)", "TL126"),
+    ("KeyError", "'tensor(3, device='cuda:0')'", "TL126"),
+    ("KeyError", "'missing'", None),
 ])
 def test_exception_families(kind, message, family):
     assert signatures.exception_family(kind, message) == family

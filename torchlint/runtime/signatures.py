@@ -230,6 +230,14 @@ _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
 )
 
 
+# -- a 0-dim tensor as a dict key (TL126) ------------------------------------------------------------
+# A tensor hashes by identity, so `d[t]` of a dict with int keys raises KeyError whose message is the
+# tensor's repr (`KeyError: tensor(1)`); the innermost user frame is the lookup.
+CODES["TL126"] = Code("a 0-dim tensor used as a dict key",
+                      "KeyError whose key is a tensor ('tensor(1)'): tensors hash by identity")
+RUN_ADVICE["TL126"] = "a tensor used as a dict key hashes by identity and is never found; use `key.item()`"
+_EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (("TL126", ("KeyError",), re.compile(r"^'?tensor\(")),)
+
 # -- API drift (TL209, TL210): from the API-change table, not spelled out here -------------------
 # An exception a removed API of `torchlint.analysis.api_changes.removed` raises (its measured
 # `error` text: RuntimeError "deprecated since version 1.9 and is now removed", ModuleNotFoundError
