@@ -95,6 +95,7 @@ def test_select_and_ignore_apply_to_runtime_codes():
     ("KeyError", "tensor(1)", "TL126"),
     ("KeyError", "'tensor(3, device='cuda:0')'", "TL126"),
     ("KeyError", "'missing'", None),
+    ("NotImplementedError", 'Module [Net] is missing the required "forward" function', "TL128"),
 ])
 def test_exception_families(kind, message, family):
     assert signatures.exception_family(kind, message) == family

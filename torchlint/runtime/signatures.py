@@ -238,6 +238,15 @@ CODES["TL126"] = Code("a 0-dim tensor used as a dict key",
 RUN_ADVICE["TL126"] = "a tensor used as a dict key hashes by identity and is never found; use `key.item()`"
 _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (("TL126", ("KeyError",), re.compile(r"^'?tensor\(")),)
 
+# -- a called module without forward (TL128) ---------------------------------------------------------
+# nn.Module's own `forward` is `_forward_unimplemented`, which raises NotImplementedError 'Module [Net]
+# is missing the required "forward" function'; the static finding sits on the class (or the `forward`
+# nested in one of its methods), so the run names the class's lines too.
+CODES["TL128"] = Code("a called nn.Module subclass without forward",
+                      "NotImplementedError 'Module [Net] is missing the required \"forward\" function'")
+_EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
+    ("TL128", ("NotImplementedError",), re.compile(r'is missing the required "forward" function')),)
+
 # -- API drift (TL209, TL210): from the API-change table, not spelled out here -------------------
 # An exception a removed API of `torchlint.analysis.api_changes.removed` raises (its measured
 # `error` text: RuntimeError "deprecated since version 1.9 and is now removed", ModuleNotFoundError
