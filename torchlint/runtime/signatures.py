@@ -233,6 +233,9 @@ _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
 # -- a 0-dim tensor as a dict key (TL126) ------------------------------------------------------------
 # A tensor hashes by identity, so `d[t]` of a dict with int keys raises KeyError whose message is the
 # tensor's repr (`KeyError: tensor(1)`); the innermost user frame is the lookup.
+CODES["TL130"] = Code("NumPy or matplotlib over a list of tensors that require grad",
+                      "RuntimeError 'Can't call numpy() on Tensor that requires grad' raised by a NumPy or "
+                      "matplotlib call on the user's line (not by `.numpy()` itself, which is TL116)")
 CODES["TL126"] = Code("a 0-dim tensor used as a dict key",
                       "KeyError whose key is a tensor ('tensor(1)'): tensors hash by identity")
 RUN_ADVICE["TL126"] = "a tensor used as a dict key hashes by identity and is never found; use `key.item()`"

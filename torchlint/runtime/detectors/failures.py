@@ -23,6 +23,8 @@ Anything else is the script failing for a reason of its own (exit 2).
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -128,6 +130,7 @@ class Failures:
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
             "TL128": self._without_forward,
+            "TL116": self._numpy_of_grad,
             signatures.API_REMOVED: self._api_removed,
             signatures.SIGNATURE_MISMATCH: self._rejected_call,
         }.get(family, self._signature_direct)
@@ -410,6 +413,23 @@ class Failures:
         with the advice the signature table gives for it."""
         advice = signatures.RUN_ADVICE.get(family) or signatures.title(family)
         return self._observe(family, site, advice, f"{type(error).__name__}: {_first_sentence(error)}")
+
+    def _numpy_of_grad(self, error, family, op, modules, site) -> bool:
+        """`x.numpy()` of a tensor that requires grad is TL116; the same error from a NumPy or
+        matplotlib call on the line (`np.mean(losses)`: NumPy converting a list of them) is TL130."""
+        text = ""
+        if site is not None:
+            try:
+                import linecache
+
+                text = linecache.getline(site.path, site.line)
+            except Exception:  # noqa: BLE001 - no source: TL116
+                text = ""
+        if text and ".numpy(" not in text and re.search(r"\b(?:np|numpy|plt|pyplot)\.\w+\(", text):
+            return self._observe("TL130", site, "NumPy converted a list of tensors that require grad; append "
+                                 "`loss.item()` (or `.detach()`) instead", f"{type(error).__name__}: "
+                                 f"{_first_sentence(error)}")
+        return self._signature_direct(error, family, op, modules, site)
 
     def _without_forward(self, error, family, op, modules, site) -> bool:
         """A module class without `forward` was called: reported at the call, and at the class's
