@@ -40,7 +40,9 @@ Flags the construction of a `torch.optim` optimizer that keeps state between ste
 - it is built inside a loop and its `.step()` is called in the same loop, at the same depth (the
   batch loop builds a new optimizer for each batch), or
 - it is what a `@property` returns, and the program calls `.step()` on that property
-  (`self.optimizer.step()` builds a new optimizer at each access).
+  (`self.optimizer.step()` builds a new optimizer at each access), or
+- it is what a function returns, and a loop calls that function and steps its result in the
+  same loop (`opt = make_optimizer(model)` then `opt.step()`; the call is reported).
 
 Not flagged: plain `SGD` without momentum (it keeps no state), an optimizer rebuilt once per
 epoch around an inner batch loop (a deliberate reset some schedules use), `functools.cached_property`,
@@ -96,6 +98,10 @@ No fix: moving the construction out of the loop (or storing the property's optim
                                  f"so each update is a first step; build the optimizer once (in `__init__`) and "
                                  f"return it", severity=Severity.ERROR)
             return
+        if function is not None and isinstance(statement, cst.Return) and statement.value is node \
+                and sem.class_of_method(function) is None:
+            self._factory(function, member, ctx)
+            return
         loop = _innermost_loop(sem, node)
         if loop is None or not isinstance(statement, cst.Assign) or statement.value is not node \
                 or len(statement.targets) != 1:
@@ -110,6 +116,38 @@ No fix: moving the construction out of the loop (or storing the property's optim
                                  f"starts empty at every step, so each update is a first step; build it once "
                                  f"before the loop", severity=Severity.ERROR)
                 return
+
+
+    def _factory(self, function: cst.FunctionDef, member: str, ctx: RuleContext) -> None:
+        """`def make_optimizer(m): return torch.optim.Adam(...)` called in the loop that steps what
+        it returns (`opt = make_optimizer(model)` then `opt.step()`, or `make_optimizer(model).step()`)."""
+        sem = ctx.semantic
+        name = function.name.value
+        for call in sem.index.nodes(cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == name):
+                continue
+            parent = sem.parent(call)
+            if isinstance(parent, cst.Attribute) and parent.value is call and parent.attr.value == "step" \
+                    and _innermost_loop(sem, call) is not None:
+                ctx.report(call, f"`{ctx.short(sem.parent(parent), 40)}` steps a new {member} that `{name}` builds at "
+                                 f"every call, inside a loop: its state starts empty at every step, so each update is "
+                                 f"a first step; build the optimizer once before the loop", severity=Severity.ERROR)
+                continue
+            statement = sem.statement_of(call)
+            loop = _innermost_loop(sem, call)
+            if loop is None or not isinstance(statement, cst.Assign) or statement.value is not call \
+                    or len(statement.targets) != 1:
+                continue
+            target = ctx.code(statement.targets[0].target)
+            for step in sem.index.descendants(loop.body, cst.Call):
+                func = step.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "step" and ctx.code(func.value) == target \
+                        and _innermost_loop(sem, step) is loop:
+                    ctx.report(call, f"`{target} = {ctx.short(call, 40)}` gets a new {member} from `{name}` in every "
+                                     f"iteration of the loop that calls `{target}.step()`: its state starts empty at "
+                                     f"every step, so each update is a first step; build it once before the loop",
+                               severity=Severity.ERROR)
+                    break
 
 
 def _stateful(name: str, call: cst.Call) -> bool:
