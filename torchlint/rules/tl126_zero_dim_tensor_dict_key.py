@@ -29,11 +29,15 @@ for `d.get(t)`: it silently returns the default.
     docs = """
 ## What it does
 Flags a lookup in a Python dict (one the analysis knows is a dict: a `{...}` literal, a dict
-comprehension, `dict(...)`) whose key is a tensor the analysis knows is 0-dim: a full reduction
-(`logits.argmax()`, `scores.max()`), a loss, a tensor indexed down to a scalar. `d[t]`,
-`d[t] += 1` and `d.get(t)` are flagged.
+comprehension, `dict(...)`) whose key is a tensor: one the analysis knows is 0-dim (a full
+reduction `logits.argmax()`, a loss), or one the key expression itself makes (`logits.argmax(1)`,
+`scores[0]` of a tensor whose rank is known): a new object that no stored key can be. `d[t]`, `d[t] += 1` and
+`d.get(t)` are flagged.
 
-Not flagged: lists and tuples (a 0-dim integer tensor is a valid list index through
+Not flagged: fields of a batch (a DataLoader collates file names into lists of strings),
+subscripts of unknown rank (`pred.data[0][0]` may raise IndexError first), a name holding a
+tensor of unknown rank (it may be the very object a store used as
+the key), lists and tuples (a 0-dim integer tensor is a valid list index through
 `__index__`), keys of unknown type (a NumPy integer hashes like an int), `.item()` keys,
 storing with `d[t] = v`.
 
@@ -55,8 +59,9 @@ word = idx2word[logits.argmax().item()]
 ```
 
 ## Fix safety
-Safe: `.item()` turns the 0-dim tensor into the Python number the dict's keys are compared with;
-the lookup that raised now finds the key.
+Safe for a 0-dim key: `.item()` turns it into the Python number the dict's keys are compared
+with; the lookup that raised now finds the key. Unsafe for a key whose size the analysis does not
+know (`topi[0]`): `.item()` works for one element and raises for more.
 
 ## References
 - https://pytorch.org/docs/stable/generated/torch.Tensor.item.html
@@ -81,13 +86,16 @@ the lookup that raised now finds the key.
             return
         atom = isinstance(key, (cst.Name, cst.Call, cst.Attribute, cst.Subscript))
         text = f"{ctx.code(key)}.item()" if atom else f"({ctx.code(key)}).item()"
-        fix = FixSpec(f"Use `{ctx.short(key, 30)}.item()`", (Replace(key, text),), Applicability.SAFE)
+        zero_dim = is_certainly_zero_dim(sem, key)
+        fix = FixSpec(f"Use `{ctx.short(key, 30)}.item()`", (Replace(key, text),),
+                      Applicability.SAFE if zero_dim else Applicability.UNSAFE)
+        what = "a 0-dim tensor" if zero_dim else "a tensor"
         if how == "get":
-            ctx.report(key, f"`{ctx.short(key, 40)}` is a 0-dim tensor used as a dict key: tensors hash by "
+            ctx.report(key, f"`{ctx.short(key, 40)}` is {what} used as a dict key: tensors hash by "
                             f"identity, so `.get` never finds it and returns the default; use "
                             f"`{ctx.short(key, 30)}.item()`", fix, severity=Severity.WARNING)
             return
-        ctx.report(key, f"`{ctx.short(key, 40)}` is a 0-dim tensor used as a dict key: tensors hash by identity, "
+        ctx.report(key, f"`{ctx.short(key, 40)}` is {what} used as a dict key: tensors hash by identity, "
                         f"so `{ctx.short(node, 40)}` raises KeyError; use `{ctx.short(key, 30)}.item()`", fix,
                    severity=Severity.ERROR)
 
@@ -111,13 +119,24 @@ def _root(expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
 
 
 def _zero_dim_key(sem, key: cst.BaseExpression) -> bool:
-    """A 0-dim tensor whose origin the analysis knows is a tensor (not an argument of unknown
-    type, which may be a NumPy array)."""
+    """A tensor key that no stored key can be: a 0-dim tensor, or a tensor made by the key
+    expression itself (`topi[0][0]`, `logits.argmax(1)[0]`: a new object, never the one a
+    store used), whose origin the analysis knows is a tensor (not an argument of unknown type,
+    which may be a NumPy array)."""
     try:
-        if not is_certainly_zero_dim(sem, key) or not sem.values.of(key).is_tensor:
+        value = sem.values.of(key)
+        if not value.is_tensor or value.role == "batch":
+            return False  # a batch's fields may be strings (file names) the value model calls tensors
+        # A subscript of unknown rank may raise IndexError before any lookup (`pred.data[0][0]` of a
+        # 1-D `pred`): only one whose rank is known counts as a fresh tensor.
+        fresh = isinstance(key, cst.Call) or isinstance(key, cst.Subscript) and value.shape is not None
+        if not fresh and not is_certainly_zero_dim(sem, key):
             return False
         root = _root(key)
-        return root is not None and sem.values.of(root).is_tensor
+        if root is None:
+            return False
+        origin = sem.values.of(root)
+        return origin.is_tensor and origin.role != "batch"
     except Exception:  # noqa: BLE001 - unknown is not a tensor
         return False
 
