@@ -99,6 +99,10 @@ def test_select_and_ignore_apply_to_runtime_codes():
     ("RuntimeError", "Given groups=1, weight of size [6, 3, 3, 3], expected input[4, 1, 16, 16] to have 3 channels, "
                      "but got 1 channels instead", "TL301"),
     ("IndexError", "list index out of range", None),
+    ("KeyError", "tensor(1)", "TL126"),
+    ("KeyError", "'tensor(3, device='cuda:0')'", "TL126"),
+    ("KeyError", "'missing'", None),
+    ("NotImplementedError", 'Module [Net] is missing the required "forward" function', "TL128"),
 ])
 def test_exception_families(kind, message, family):
     assert signatures.exception_family(kind, message) == family

@@ -84,3 +84,92 @@ def backwarded_uses(sem, scope: cst.CSTNode) -> Dict[str, List[cst.Name]]:
                 found.setdefault(target.value, []).append(target)
         cache[id(scope)] = found
     return found
+
+
+def feeds_backward(sem, node: cst.CSTNode) -> bool:
+    """Whether the value of `node` flows into a backward pass of its own scope: it sits in a
+    backward's target (`(a + torch.tensor(b)).backward()`), or in the value of an assignment to a
+    name that a later backward runs on, directly or through other names
+    (`extra = torch.Tensor([p]); loss = mse + extra; loss.backward()`). Flow-insensitive over
+    names, but the assignment must come before the backward in the file."""
+    scope = sem.scopes.scope_of(node)
+    if scope is None:
+        return False
+    chains = _backward_chains(sem, scope)
+    if not chains:
+        return False
+    index = sem.index
+    position = index.number(node)
+    for target, last in chains.get(None, ()):
+        if index.contains(target, node):
+            return True
+    statement = sem.statement_of(node)
+    targets: List[str] = []
+    if isinstance(statement, cst.Assign):
+        for assign_target in statement.targets:
+            if type(assign_target.target) is cst.Name:
+                targets.append(assign_target.target.value)
+    elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)) and type(statement.target) is cst.Name:
+        targets.append(statement.target.value)
+    for name in targets:
+        last = chains.get(name)
+        if last is not None and position is not None and position < last:
+            return True
+    return False
+
+
+def _backward_chains(sem, scope: cst.CSTNode) -> Dict:
+    """{name: the position of the last backward its value reaches} for the names in `scope`
+    whose values flow into a backward pass; under the key None, (target expression, position)
+    of each backward."""
+    cache = sem.__dict__.setdefault("_backward_chains", {})
+    found = cache.get(id(scope))
+    if found is not None:
+        return found
+    index = sem.index
+    found = {}
+    direct = []
+    calls = index.descendants(scope, cst.Call) if not isinstance(scope, cst.Module) else index.nodes(cst.Call)
+    for call in calls:
+        if sem.scopes.scope_of(call) is not scope:
+            continue
+        target = backward_target(sem, call)
+        if target is None:
+            continue
+        position = index.number(call)
+        direct.append((target, position))
+        names = [target] if type(target) is cst.Name else list(index.descendants(target, cst.Name))
+        for name in names:
+            found[name.value] = max(found.get(name.value, -1), position)
+    if not direct:
+        cache[id(scope)] = {}
+        return {}
+    assignments = []
+    statements = index.descendants(scope, (cst.Assign, cst.AugAssign)) if not isinstance(scope, cst.Module) \
+        else [*index.nodes(cst.Assign), *index.nodes(cst.AugAssign)]
+    for statement in statements:
+        if sem.scopes.scope_of(statement) is not scope:
+            continue
+        if isinstance(statement, cst.Assign):
+            names = [t.target.value for t in statement.targets if type(t.target) is cst.Name]
+        else:
+            names = [statement.target.value] if type(statement.target) is cst.Name else []
+        if names:
+            read = {n.value for n in index.descendants(statement.value, cst.Name)}
+            if type(statement.value) is cst.Name:
+                read.add(statement.value.value)
+            assignments.append((names, read, index.number(statement)))
+    changed = True
+    while changed:
+        changed = False
+        for names, read, position in assignments:
+            reach = max((found[n] for n in names if n in found and position < found[n]), default=-1)
+            if reach < 0:
+                continue
+            for other in read:
+                if found.get(other, -1) < reach:
+                    found[other] = reach
+                    changed = True
+    found[None] = direct
+    cache[id(scope)] = found
+    return found

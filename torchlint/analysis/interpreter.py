@@ -795,7 +795,10 @@ class Values(ParameterValues, ClassValues, ProjectValues, TorchSemantics):
                 return join_all(value.items)
             return UNKNOWN_VALUE
         if kind == LOADER:
-            return Value(BATCH, AG_NONE, device=Device(HOST, node=value.site), site=value.site)
+            # A parameter known as a loader only by its use (`analysis/evidence.py`) may yield
+            # batches already moved to a device: its items are tensors, on a device not known.
+            device = None if value.role == "used" else Device(HOST, node=value.site)
+            return Value(BATCH, AG_NONE, device=device, site=value.site)
         if kind == BATCH:
             return self._batch_item(value)
         if kind in TENSOR_KINDS:

@@ -10,6 +10,7 @@ import libcst as cst
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.scopes import dotted_name
+from torchlint.analysis.evidence import LOADER_EVIDENCE, MODULE_EVIDENCE, OPTIMIZER_EVIDENCE, evidence_of_use
 from torchlint.analysis.frames import Frame, _bind, _positional_params
 from torchlint.analysis.torch_semantics import _keyword
 from torchlint.analysis.value import (
@@ -118,6 +119,14 @@ class ParameterValues:
                     return value
                 return UNKNOWN_VALUE
         name = param.name.value
+        if function is not None and param.star not in ("*", "**"):
+            used_as = self._evidence_of_use(function).get(name)
+            if used_as == MODULE_EVIDENCE:
+                return Value(MODULE, AG_NONE, module=ModuleInfo(), site=param, role="model")
+            if used_as == LOADER_EVIDENCE:
+                return Value(LOADER, AG_NONE, site=param, role="used")
+            if used_as == OPTIMIZER_EVIDENCE:
+                return Value(OPTIMIZER, AG_NONE, role="optimizer")
         role = None
         if _OPTIMIZER_NAME.match(name):
             role = "optimizer"
@@ -128,6 +137,14 @@ class ParameterValues:
         if param.star in ("*", "**"):
             return UNKNOWN_VALUE
         return Value(INPUT, AG_MAYBE, LAYOUT_CONTIGUOUS, alias=param, role=role)
+
+    def _evidence_of_use(self, function: cst.FunctionDef) -> Dict[str, str]:
+        """What the body of `function` shows its plain parameters to be (`analysis/evidence.py`)."""
+        table = self.sem.__dict__.setdefault("_evidence_of_use", {})
+        found = table.get(id(function))
+        if found is None:
+            found = table[id(function)] = evidence_of_use(function, self.index)
+        return found
 
     def _annotation_kind(self, annotation: cst.BaseExpression) -> Optional[str]:
         if type(annotation) is cst.Subscript and dotted_name(annotation.value) in ("Optional", "typing.Optional"):

@@ -32,7 +32,9 @@ class UnregisteredSubmodules(Rule):
 An **error** when the file builds an optimizer over the parameters of an instance of the class
 (`torch.optim.Adam(model.parameters())` with `model = Net()`): the listed submodules are never
 trained, so the model trains wrongly; the same when another file of the project directories does
-that with the class imported from this one (the message names that file and line). A **warning**
+that with the class imported from this one (the message names that file and line). An **error** too when a method
+calls the list itself like a module (`self.layers(x)`): it raises `TypeError: 'list' object is
+not callable`. A **warning**
 otherwise: the harm (not moved by `.to()`, not
 saved by `state_dict()`, not trained by an optimizer over `parameters()`) depends on how the
 module is used; a network whose layers each keep their own optimizer still trains.
@@ -124,6 +126,18 @@ import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateles
             found = _optimized_in_project(sem, klass)
             if found is not None:
                 optimized, where = found
+        called = _called_container(sem, klass, attr) if container == "list" and kind != "parameter" else None
+        if called is not None:
+            ctx.report(
+                value,
+                f"`self.{attr}` holds {what} in a plain {container}{how}, and `{ctx.short(called, 40)}` calls the "
+                f"{container} itself: it raises `TypeError: '{type_name(value)}' object is not callable` — use "
+                f"`{devices.torch_nn_spelling(sem, 'Sequential') or 'nn.Sequential'}(...)` (or `{shown}` and a loop "
+                f"over it)",
+                None,  # ModuleList is not callable either: no fix
+                severity=Severity.ERROR,
+            )
+            return
         trained = ""
         if optimized is not None:
             shown_call = project_uses.quoted(optimized) if where else ctx.short(optimized, 40)
@@ -138,6 +152,22 @@ import `torch.nn` or `torch`. Not flagged: lists of numbers, strings or stateles
             # Otherwise the harm depends on use (moved, saved, or trained through their own optimizer).
             severity=Severity.ERROR if optimized is not None else Severity.WARNING,
         )
+
+
+def type_name(value: cst.BaseExpression) -> str:
+    return "tuple" if isinstance(value, cst.Tuple) else "list"
+
+
+def _called_container(sem, klass: Optional[cst.ClassDef], attr: str) -> Optional[cst.Call]:
+    """A call `self.<attr>(...)` in a method of `klass`: the plain list itself called like a module."""
+    if klass is None:
+        return None
+    for call in sem.index.descendants(klass.body, cst.Call):
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == attr and isinstance(func.value, cst.Name) \
+                and func.value.value == "self":
+            return call
+    return None
 
 
 def _only_own_attributes(value: cst.BaseExpression) -> bool:

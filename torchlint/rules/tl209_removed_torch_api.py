@@ -53,13 +53,17 @@ A function that still exists but raises when called (`torch.solve`) is flagged w
 called; one that is gone (`torch.rfft`) and a removed module wherever they are named. The
 DataLoader iterator's `.next()` is flagged only where the receiver is certainly `iter(loader)`,
 `loader.__iter__()` or `enumerate(loader)` of a `torch.utils.data.DataLoader` (directly or
-through a variable), by the analysis; the removed Tensor methods (`A.symeig()`, `B.solve(A)`,
+through a variable), by the analysis, or a parameter the function uses as a loader (its items
+are fed to a model whose loss it backpropagates); `.next()` on `iter(x)` of a list, tuple, dict,
+generator or tensor is flagged too, unless the file defines a method `next` (Python 3 iterators
+have none); the removed Tensor methods (`A.symeig()`, `B.solve(A)`,
 `A.eig()`, `B.lstsq(A)`, `A.matrix_rank()`) only where the analysis knows the receiver is a
 tensor.
 
 Not flagged: the replacements (`torch.linalg.solve`), functions of the same name that are not
 torch's (`np.linalg.solve`, `scipy.linalg.eig`, your own `solve`), `.next()` on other objects,
-strings and comments.
+`iter(x).next()` of an object the analysis does not know (a library's iterator may define
+`next`), strings and comments.
 
 ## Why is this bad?
 The program crashes on today's release: measured on {CHECKED_ON}, `torch.solve(B, A)` raises
@@ -166,8 +170,9 @@ eigenvector signs may differ). No fix for other forms, `eig`, `lstsq`, `matrix_r
     def _report_next(self, use: drift.Use, attribute: cst.Attribute, ctx: RuleContext) -> None:
         receiver = ctx.code(attribute.value)
         fix = FixSpec(f"Use `next({receiver})`", (Replace(use.node, f"next({receiver})"),), Applicability.SAFE)
-        ctx.report(use.node, f"`{ctx.short(use.node, 40)}`: the DataLoader iterator has no `.next()` since "
-                             f"Python 2 support went (AttributeError); use `next({ctx.short(attribute.value, 30)})`",
+        what = ("the DataLoader iterator has no `.next()` since Python 2 support went" if use.how == "method"
+                else "Python 3 iterators have no `.next()` method")
+        ctx.report(use.node, f"`{ctx.short(use.node, 40)}`: {what} (AttributeError); use `next({ctx.short(attribute.value, 30)})`",
                    fix, severity=Severity.ERROR)
 
     def _fix(self, use: drift.Use, ctx: RuleContext) -> Optional[FixSpec]:

@@ -253,6 +253,26 @@ _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
 )
 
 
+# -- a 0-dim tensor as a dict key (TL126) ------------------------------------------------------------
+# A tensor hashes by identity, so `d[t]` of a dict with int keys raises KeyError whose message is the
+# tensor's repr (`KeyError: tensor(1)`); the innermost user frame is the lookup.
+CODES["TL130"] = Code("NumPy or matplotlib over a list of tensors that require grad",
+                      "RuntimeError 'Can't call numpy() on Tensor that requires grad' raised by a NumPy or "
+                      "matplotlib call on the user's line (not by `.numpy()` itself, which is TL116)")
+CODES["TL126"] = Code("a 0-dim tensor used as a dict key",
+                      "KeyError whose key is a tensor ('tensor(1)'): tensors hash by identity")
+RUN_ADVICE["TL126"] = "a tensor used as a dict key hashes by identity and is never found; use `key.item()`"
+_EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (("TL126", ("KeyError",), re.compile(r"^'?tensor\(")),)
+
+# -- a called module without forward (TL128) ---------------------------------------------------------
+# nn.Module's own `forward` is `_forward_unimplemented`, which raises NotImplementedError 'Module [Net]
+# is missing the required "forward" function'; the static finding sits on the class (or the `forward`
+# nested in one of its methods), so the run names the class's lines too.
+CODES["TL128"] = Code("a called nn.Module subclass without forward",
+                      "NotImplementedError 'Module [Net] is missing the required \"forward\" function'")
+_EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
+    ("TL128", ("NotImplementedError",), re.compile(r'is missing the required "forward" function')),)
+
 # -- API drift (TL209, TL210): from the API-change table, not spelled out here -------------------
 # An exception a removed API of `torchlint.analysis.api_changes.removed` raises (its measured
 # `error` text: RuntimeError "deprecated since version 1.9 and is now removed", ModuleNotFoundError

@@ -281,7 +281,29 @@ def method_use(node: cst.Attribute, sem) -> Optional[Use]:
         receiver = sem.assigned_value(receiver)
     if _is_loader_iterator(receiver, sem) and not guarded(call, change, sem):
         return Use(change, call, "method")
+    if _is_builtin_iterator(receiver, sem) and not guarded(call, change, sem):
+        return Use(change, call, "iterator")
     return None
+
+
+def _is_builtin_iterator(expr: Optional[cst.CSTNode], sem) -> bool:
+    """`iter(x)` of a list, tuple, dict, generator, tensor or batch the value model knows, in a
+    file that defines no method `next` (the only way a Python 3 iterator answers `.next()`)."""
+    from torchlint.analysis.value import BATCH, CONTAINER, STRING, TENSOR_KINDS  # noqa: PLC0415
+
+    if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name) and expr.func.value == "iter"
+            and len(expr.args) == 1 and not expr.args[0].star and expr.args[0].keyword is None
+            and not sem.scopes.lookup("iter", expr.func)):
+        return False
+    if any(function.name.value == "next" for function in sem.index.nodes(cst.FunctionDef)) \
+            or sem.index.names_spelled("next") and any(
+                isinstance(sem.parent(name), cst.AssignTarget) for name in sem.index.names_spelled("next")):
+        return False
+    try:
+        kind = sem.values.of(expr.args[0].value).kind
+    except Exception:  # noqa: BLE001 - an unknown value is not a known iterable
+        return False
+    return kind in (CONTAINER, BATCH, STRING) or kind in TENSOR_KINDS
 
 
 def _is_tensor(expr: cst.CSTNode, sem) -> bool:

@@ -23,6 +23,8 @@ Anything else is the script failing for a reason of its own (exit 2).
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -129,6 +131,8 @@ class Failures:
             "TL201": self._zero_dim_index,
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
+            "TL128": self._without_forward,
+            "TL116": self._numpy_of_grad,
             signatures.API_REMOVED: self._api_removed,
             signatures.SIGNATURE_MISMATCH: self._rejected_call,
         }.get(family, self._signature_direct)
@@ -444,6 +448,33 @@ class Failures:
         advice = signatures.RUN_ADVICE.get(family) or signatures.title(family)
         return self._observe(family, site, advice, f"{type(error).__name__}: {_first_sentence(error)}")
 
+    def _numpy_of_grad(self, error, family, op, modules, site) -> bool:
+        """`x.numpy()` of a tensor that requires grad is TL116; the same error from a NumPy or
+        matplotlib call on the line (`np.mean(losses)`: NumPy converting a list of them) is TL130."""
+        text = ""
+        if site is not None:
+            try:
+                import linecache
+
+                text = linecache.getline(site.path, site.line)
+            except Exception:  # noqa: BLE001 - no source: TL116
+                text = ""
+        if text and ".numpy(" not in text and re.search(r"\b(?:np|numpy|plt|pyplot)\.\w+\(", text):
+            return self._observe("TL130", site, "NumPy converted a list of tensors that require grad; append "
+                                 "`loss.item()` (or `.detach()`) instead", f"{type(error).__name__}: "
+                                 f"{_first_sentence(error)}")
+        return self._signature_direct(error, family, op, modules, site)
+
+    def _without_forward(self, error, family, op, modules, site) -> bool:
+        """A module class without `forward` was called: reported at the call, and at the class's
+        lines, where the static finding sits."""
+        module = _unimplemented_module_in(error)
+        span = project.class_span(type(module)) if module is not None else None
+        name = type(module).__name__ if module is not None else "the module"
+        return self._observe(family, site, f"`{name}` has no `forward` method (is it nested inside another "
+                             f"method?), so calling it raises", f"{type(error).__name__}: {_first_sentence(error)}",
+                             spans=(span,) if span else ())
+
     def _legacy_direct(self, error, family, op, modules, site) -> bool:
         messages = {
             "TL203": "`backward(retain_variables=...)` was removed; use `retain_graph=`",
@@ -507,6 +538,19 @@ def _only_torch_below_user(error: BaseException, is_user_file) -> bool:
     if not users:
         return False
     return all(os.path.abspath(name).startswith(root) for name in frames[users[-1] + 1:])
+
+
+def _unimplemented_module_in(error: BaseException) -> Any:
+    """The module whose missing `forward` raised (the `self` of nn.Module's `_forward_unimplemented`)."""
+    import torch
+
+    tb = error.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, torch.nn.Module) and tb.tb_frame.f_code.co_name == "_forward_unimplemented":
+            return owner
+        tb = tb.tb_next
+    return None
 
 
 def _autograd_function_in(error: BaseException) -> Any:

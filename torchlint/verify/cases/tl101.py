@@ -53,4 +53,43 @@ n_state = len(model.state_dict())
         expect={"left": "n_params", "op": "<", "right": "6",
                 "show": ["n_state", "model.layers[0].weight.device"]},
     ),
+    Case(
+        rule="TL101",
+        title="a plain list of layers called like a module: TypeError 'list' object is not callable",
+        bad="""\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = [nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)]
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+out = Net().to(DEVICE)(torch.randn(3, 4, device=DEVICE))
+""",
+        good="""\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+out = Net().to(DEVICE)(torch.randn(3, 4, device=DEVICE))
+""",
+        bad_line=8,
+        probe="raises",
+        expect={"exc": "TypeError", "match": "'list' object is not callable"},
+    ),
 ]
