@@ -266,7 +266,14 @@ def test_fix_on_fixtures_fixes_exactly_the_safe_findings_then_unsafe_then_nothin
     def key(items):
         return sorted((f["filename"], f["code"]) for f in items
                       if not (f["fix"] and f["fix"]["applicability"] == "safe"))
-    assert key(after) == key(before)
+    # A safe fix of one rule can remove another's cause in the same file: TL003's `.detach()` of the
+    # appended loss also leaves TL130's list without graphs. Those may go; nothing else may.
+    fixed_files = {f["filename"]: {g["code"] for g in before if g["filename"] == f["filename"] and g["fix"]
+                                   and g["fix"]["applicability"] == "safe"} for f in before}
+    resolved_by = {"TL130": "TL003"}
+    gone = [k for k in key(before) if k not in key(after)]
+    assert all(resolved_by.get(code) in fixed_files.get(name, ()) for name, code in gone), gone
+    assert [k for k in key(after) if k not in key(before)] == []
 
     result = torchlint("--fix", "--unsafe-fixes", "--output-format", "json", str(copy))
     assert result.returncode == 1

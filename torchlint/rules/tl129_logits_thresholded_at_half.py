@@ -28,7 +28,7 @@ A **warning**: predictions count as positive only where the probability exceeds 
 0.62, so accuracy, precision and recall are those of another classifier; how much they move
 depends on how many outputs fall between logits 0 and 0.5.
 """
-    triggers = ("0.5",)
+    triggers = ("0.5", "round")
     node_types = (cst.Comparison, cst.Call)
     confirmation_module = "tl129"
     docs = """
