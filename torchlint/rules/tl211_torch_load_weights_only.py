@@ -135,7 +135,7 @@ fix.
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         sem = ctx.semantic
         if not checkpoints.is_torch_load(sem, node):
-            if _checkpointer_of(sem, node) is not None and method_call(node, "load", "resume_or_load"):
+            if method_call(node, "load", "resume_or_load") and _checkpointer_of(sem, node) is not None:
                 self._check_checkpointer_load(node, ctx)
             return
         if any(arg.star for arg in node.args) or checkpoints.argument(node, 99, _CHANGE.keyword) is not None:
