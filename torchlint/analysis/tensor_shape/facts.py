@@ -10,6 +10,7 @@ at the layer's definition when it stands here, else at the call that feeds the m
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -74,18 +75,25 @@ class ShapeFacts:
 
 def shape_facts(sem, importers: bool = True) -> ShapeFacts:
     """The file's shape facts; with `importers`, also what the files of its directory that import
-    it find in its classes (a model file judged by the script that feeds it)."""
-    key = "_shape_facts" if importers else "_shape_facts_alone"
-    found = sem.__dict__.get(key)
-    if found is None:
-        found = sem.__dict__[key] = _Builder(sem, importers).build()
-    return found
+    it find in its classes (a model file judged by the script that feeds it). The file's own part
+    is built once and shared by both."""
+    alone = sem.__dict__.get("_shape_facts_alone")
+    if alone is None:
+        builder = _Builder(sem)
+        alone = sem.__dict__["_shape_facts_alone"] = builder.build()
+        sem.__dict__["_shape_builder"] = builder
+    if not importers:
+        return alone
+    full = sem.__dict__.get("_shape_facts")
+    if full is None:
+        full = sem.__dict__["_shape_facts"] = sem.__dict__["_shape_builder"].with_importers()
+    return full
 
 
 class _Builder:
-    def __init__(self, sem, importers: bool = True) -> None:
+    def __init__(self, sem) -> None:
         self.sem = sem
-        self.importers = importers
+        self.unfed: List[cst.ClassDef] = []
         self.facts = ShapeFacts()
         self._reported: set = set()
         self._fed_classes: set = set()
@@ -100,12 +108,10 @@ class _Builder:
             self._feed(call)
             if "torchvision.datasets" in (sem.qualified_name(call.func) or ""):
                 self._transform_findings(I.normalize_misfits(sem, call), I.dataset_source(sem, call, 0))
-        unfed = [klass for klass in sorted(_module_classes(sem), key=lambda k: sem.index.order.get(k, 0))
-                 if id(klass) not in self._fed_classes]
-        for klass in unfed:
+        self.unfed = [klass for klass in sorted(_module_classes(sem), key=lambda k: sem.index.order.get(k, 0))
+                      if id(klass) not in self._fed_classes]
+        for klass in self.unfed:
             self._symbolic_class(klass)
-        if unfed and self.importers:
-            self._from_importers()
         if self._outputs:
             for call in sem.index.nodes(cst.Call):
                 self._loss(call)
@@ -114,6 +120,19 @@ class _Builder:
         return self.facts
 
     # -- what the files that import this one find in its classes
+    def with_importers(self) -> ShapeFacts:
+        """The facts with the importers' findings added (the file's own are kept as they are)."""
+        if not self.unfed:
+            return self.facts
+        alone = self.facts
+        self.facts = ShapeFacts(list(alone.findings), list(alone.runs), set(alone.fitted))
+        self._reported = set(self._reported)
+        self._by_definition = {key: list(value) for key, value in self._by_definition.items()}
+        self._from_importers()
+        self._settle_fixes()
+        full, self.facts = self.facts, alone
+        return full
+
     def _from_importers(self) -> None:
         sem = self.sem
         project = sem.project
@@ -135,7 +154,8 @@ class _Builder:
         for sibling in siblings:
             other_path = os.path.join(directory, sibling)
             found = project_layer._text_of(other_path)
-            if found is None or module not in found[0] or "import" not in found[0]:
+            if found is None or module not in found[0] or "import" not in found[0] or \
+                    not any(f"{klass.name.value}(" in found[0] for klass in self.unfed):
                 continue
             parsed = project_layer._read(other_path)
             if parsed is None or parsed.semantic is None:
