@@ -81,7 +81,7 @@ No fix: the deterministic replacement (`Resize` + `CenterCrop`) depends on the t
         if member is None:
             return
         compose = _enclosing_compose(sem, node)
-        if compose is None or "tta" in sem.source(sem.module).lower():
+        if compose is None or _mentions_tta(sem):
             return
         why = _evaluation_use(sem, compose)
         if why is None:
@@ -89,6 +89,17 @@ No fix: the deterministic replacement (`Resize` + `CenterCrop`) depends on the t
         ctx.report(node, f"`{ctx.short(node, 40)}` is a random augmentation in the transforms of an evaluation set "
                          f"({why}): each evaluation sees different random inputs, so the metric is noisy and biased; "
                          f"use deterministic transforms there (`Resize` + `CenterCrop`)", severity=Severity.WARNING)
+
+
+def _mentions_tta(sem) -> bool:
+    """The file speaks of test-time augmentation (`tta` in a name, string or comment): random
+    transforms at evaluation are its purpose. Asked once per file."""
+    found = sem.__dict__.get("_mentions_tta")
+    if found is None:
+        found = any("tta" in node.value.lower() for node in sem.index.nodes(cst.Name)) or \
+            "tta" in sem.source(sem.module).lower()  # comments too: generated once per file
+        sem.__dict__["_mentions_tta"] = found
+    return found
 
 
 def _random_transform(sem, call: cst.Call) -> Optional[str]:

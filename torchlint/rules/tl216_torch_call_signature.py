@@ -8,6 +8,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.scopes import dotted_name
+
 from torchlint.analysis.api_changes import ApiChange
 from torchlint.analysis.api_changes import signatures as table
 from torchlint.analysis.api_changes.match import _VERSION_TEST, _handler_names
@@ -115,7 +117,7 @@ positional arguments or missing ones.
         signature = table.lookup(name)
         if signature is None or not _certainly_imported(node.func, sem) or _guarded(node, sem):
             return
-        spelled = sem.source(node.func)
+        spelled = dotted_name(node.func) or sem.source(node.func)  # no code generation for `nn.Conv2d`
         positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
         star = any(arg.star == "*" for arg in node.args)
         double_star = any(arg.star == "**" for arg in node.args)
