@@ -10,7 +10,6 @@ at the layer's definition when it stands here, else at the call that feeds the m
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -25,7 +24,7 @@ from torchlint.analysis.tensor_shape.modules import (
     evaluate, layer_of, method, project_class,
 )
 from torchlint.analysis.tensor_shape.script import ScriptFrame
-from torchlint.analysis.tensor_shape.values import Tensor, Tup
+from torchlint.analysis.tensor_shape.values import Tensor
 
 # Problem kinds and the rule that reports them.
 CODES = {"features": "TL301", "rank": "TL301", "view": "TL302", "window": "TL303", "cat": "TL304",

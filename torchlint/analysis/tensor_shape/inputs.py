@@ -15,7 +15,7 @@ partial batch included); the literal batch size, where the code fixes one, is ke
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 import libcst as cst
@@ -56,13 +56,12 @@ _FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "FloatTensor"
 @dataclass
 class Source:
     """A known input: its per-sample shape (without the batch), where it comes from ("CIFAR10
-    3×32×32 (line 8)"), the batch size the code fixes, and transform misfits found on the way."""
+    3×32×32 (line 8)") and the batch size the code fixes."""
 
     sample: Tuple[D.Dim, ...]
     label: str  # what it is ("CIFAR10 3×32×32"); `description` adds where
     batch_size: Optional[int] = None
     batched: bool = True
-    normalize_misfits: List[Tuple[cst.Call, int, int]] = field(default_factory=list)
     length: Optional[int] = None  # samples in the dataset, where the code fixes it
     drop_last: bool = False
     where: Any = None  # (semantic, node) of what made it: its line is found only when a message needs it
@@ -289,7 +288,6 @@ def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source
     if not qualified.startswith("torchvision.datasets.") or short not in DATASETS:
         return None
     shape = list(DATASETS[short])
-    description = f"{short}"
     transform = None
     for argument in call.args:
         if argument.keyword is not None and argument.keyword.value == "transform":
@@ -302,7 +300,6 @@ def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source
     if any(d is None for d in shape):
         return None
     source = Source(tuple(shape), f"{short} {'×'.join(str(d) for d in shape)}", where=(sem, call))
-    source.normalize_misfits = misfits
     source.length = _dataset_length(sem, call, short)
     return source
 
@@ -541,44 +538,6 @@ def element_source(sem, name: cst.Name) -> Optional[Tuple[D.Shape, Source]]:
     if images is not None:
         source.batch_size, source.length, source.drop_last = images.batch_size, images.length, images.drop_last
     return shape, source
-
-
-def input_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
-    """What is known of the tensor `expr` a model is called with."""
-    stripped = _strip(sem, expr)
-    if isinstance(stripped, cst.Name) and reshaped_in_place(sem, stripped):
-        return None
-    built = tensor_source(sem, expr)
-    if built is not None:
-        return built
-    origin = batch_origin(sem, expr)
-    if origin is None:
-        return None
-    iterable, path = origin
-    if path != (0,):
-        return None
-    loader = sem.values.of(iterable)
-    site = getattr(loader, "site", None)
-    if loader.kind != "loader" or not isinstance(site, cst.Call):
-        return None
-    if site not in sem.index.order:
-        return None
-    return loader_source(sem, site)
-
-
-def target_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
-    """The labels of a classification dataset's batch (element 1): shape (N,)."""
-    origin = batch_origin(sem, expr)
-    if origin is None or origin[1] != (1,):
-        return None
-    loader = sem.values.of(origin[0])
-    site = getattr(loader, "site", None)
-    if loader.kind != "loader" or not isinstance(site, cst.Call) or site not in sem.index.order:
-        return None
-    source = loader_source(sem, site)
-    if source is None or source.label.startswith("TensorDataset"):
-        return None
-    return Source((), f"the {source.label.split(' ')[0]} labels", source.batch_size)
 
 
 def summary_source(sem, call: cst.Call) -> Optional[Tuple[cst.BaseExpression, Source]]:

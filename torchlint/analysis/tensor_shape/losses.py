@@ -10,12 +10,11 @@
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Optional
 
 import libcst as cst
 
 from torchlint.analysis.tensor_shape import dims as D
-from torchlint.analysis.tensor_shape import inputs as I
 from torchlint.analysis.tensor_shape import ops
 
 CLASS_INDEX = {"CrossEntropyLoss": "cross_entropy", "NLLLoss": "nll_loss"}
@@ -38,50 +37,6 @@ def loss_class(sem, call: cst.Call) -> Optional[str]:
         return None
     name = (sem.qualified_name(site.func) or "").rsplit(".", 1)[-1]
     return name if name in CLASS_INDEX or name in SAME_SIZE or name in BROADCASTING else None
-
-
-def target_shape(sem, expr: cst.BaseExpression) -> Optional[Tuple[D.Shape, str]]:
-    """The target's shape where the batch fixes it, through `.view(-1, 1)`, `.unsqueeze(1)`,
-    `.float()`, `.long()`, `.to(device)`."""
-    steps = []
-    node = expr
-    for _ in range(8):
-        if isinstance(node, cst.Name) and I.element_shape(sem, node) is None:
-            node = sem.assigned_value(node)
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and \
-                node.func.attr.value in ("float", "long", "to", "cuda", "double", "type", "unsqueeze", "view", "reshape"):
-            steps.append(node)
-            node = node.func.value
-            continue
-        break
-    if node is None:
-        return None
-    found = I.element_shape(sem, node)
-    if found is None:
-        return None
-    shape, description = found
-    for call in reversed(steps):
-        name = call.func.attr.value
-        if name in ("unsqueeze", "view", "reshape"):
-            arguments = [_literal(a.value) for a in call.args if a.keyword is None]
-            if None in arguments or any(a.keyword is not None or a.star for a in call.args):
-                return None
-            from torchlint.analysis.tensor_shape.values import Num
-
-            result = ops.tensor_method(name, shape, [Num(a) for a in arguments], {})
-            shape = getattr(result, "shape", None)
-            if shape is None:
-                return None
-            description += f", then `.{name}({', '.join(str(a) for a in arguments)})`"
-    return shape, description
-
-
-def _literal(node) -> Optional[int]:
-    if isinstance(node, cst.Integer):
-        return int(node.value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and isinstance(node.expression, cst.Integer):
-        return -int(node.expression.value)
-    return None
 
 
 def check(loss: str, output: D.Shape, target: D.Shape, batch_sizes=()) -> Optional[str]:

@@ -14,7 +14,6 @@ from typing import Any, Dict, Optional
 
 import libcst as cst
 
-from torchlint.analysis.tensor_shape import dims as D
 from torchlint.analysis.tensor_shape import inputs as I
 from torchlint.analysis.tensor_shape.modules import UNKNOWN, Frame, evaluate
 from torchlint.analysis.tensor_shape.values import Num, Tensor, Tup
