@@ -21,7 +21,7 @@ from torchlint.analysis.tensor_shape import inputs as I
 from torchlint.analysis.tensor_shape import losses as L
 from torchlint.analysis.tensor_shape.modules import (
     MODULE_VALUES, Interpreter, Layer, Problem, Sequence_, Step, Submodule, UNKNOWN, bind_constructor, class_layers,
-    evaluate, layer_of, method, project_class,
+    binding_key, evaluate, layer_of, method, project_class,
 )
 from torchlint.analysis.tensor_shape.script import ScriptFrame
 from torchlint.analysis.tensor_shape.values import Tensor
@@ -318,7 +318,7 @@ class _Builder:
         bindings, seen = [], set()
         for call in self._constructions(klass):
             arguments = bind_constructor(sem, klass, sem, call, {})
-            key = tuple(sorted((k, repr(v)) for k, v in arguments.items()))
+            key = binding_key(arguments)
             if key not in seen:
                 seen.add(key)
                 bindings.append(arguments)

@@ -287,6 +287,21 @@ def _compare(sem, node: cst.Comparison, env: Dict[str, Any], depth: int) -> Any:
     return True
 
 
+def binding_key(arguments: Dict[str, Any]) -> tuple:
+    """A constructor's bound arguments as a cheap hashable key: constants as they are, layers and
+    classes by the node that made them (their repr would render whole syntax trees)."""
+    return tuple(sorted((name, _value_key(value)) for name, value in arguments.items()))
+
+
+def _value_key(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, ListValue)):
+        return tuple(_value_key(item) for item in _items(value))
+    node = getattr(value, "node", None) or getattr(value, "klass", None) or getattr(value, "function", None)
+    return (type(value).__name__, id(node) if node is not None else id(value))
+
+
 def _frozen(value: Any) -> Any:
     """A constructor argument as the layer sees it: a list of numbers is a tuple of them."""
     if isinstance(value, ListValue):
@@ -958,7 +973,7 @@ class Interpreter:
         self.fitted = fitted if fitted is not None else set()  # layers some input fitted
         self.run = Run()
         self._seen: set = set()
-        self._layers_cache: Dict[int, Dict[str, Any]] = {}
+        self._layers_cache: Dict[tuple, Dict[str, Any]] = {}
         self._prefixes: List[str] = []  # the attribute path of the submodule being run
         self.batch: Any = None  # the input's Source while a fed model runs
         self._calls: List[cst.CSTNode] = []
@@ -999,11 +1014,11 @@ class Interpreter:
         forward = method(klass, "forward")
         if forward is None or depth > _MAX_DEPTH:
             return UNKNOWN
-        key = (id(klass), tuple(sorted((k, repr(v)) for k, v in arguments.items())))
-        layers = self._layers_cache.get(hash(key))
+        key = (id(klass), binding_key(arguments))
+        layers = self._layers_cache.get(key)
         if layers is None:
             layers = class_layers(klass_sem, klass, arguments, depth)
-            self._layers_cache[hash(key)] = layers
+            self._layers_cache[key] = layers
         frame = Frame(klass_sem, klass, layers, depth, certain, prefix)
         return self.call_function(forward, frame, inputs, {})
 
