@@ -192,7 +192,7 @@ class _Builder:
             return
         self._reported.add((call, "loss"))
         self.facts.findings.append(Finding(
-            "TL305", call, f"`{_short(sem, call)}`: {problem} (the model's output is {D.shape_text(output.shape)}, "
+            "TL305", call, f"`{I.short_text(sem, call, 50)}`: {problem} (the model's output is {D.shape_text(output.shape)}, "
                            f"the target {D.shape_text(target.shape)}: {frame.last_source.description})"))
 
     # -- models fed with a known input
@@ -302,7 +302,7 @@ class _Builder:
                               f"({given}) at non-singleton dimension 0`")
                 self.facts.findings.append(Finding(
                     "TL307", call,
-                    f"`{_short(self.sem, call)}` gives {given} channel values but the images have {channels} "
+                    f"`{I.short_text(self.sem, call, 50)}` gives {given} channel values but the images have {channels} "
                     f"channel{'s' if channels != 1 else ''} ({description}): the first sample raises {raised}; "
                     f"give {channels} value{'s' if channels != 1 else ''} per statistic"))
 
@@ -507,10 +507,6 @@ def _first_layer_input(layer: Any, depth: int = 0) -> Optional[tuple]:
     return None
 
 
-def _short(sem, node, limit: int = 50) -> str:
-    text = " ".join(sem.source(node).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 def _where(sem, node) -> str:
     elsewhere = sem.elsewhere(node)
@@ -540,9 +536,9 @@ def _message(problem: Problem, source: I.Source, sem, at_feed: bool) -> Tuple[st
         where = sem.elsewhere(problem.definition) or _where(layer_sem, problem.definition)
         label = problem.layer.rsplit(".", 1)[-1] if problem.layer else problem.layer
         within = f", in `{problem.within}`," if problem.within and problem.within != problem.layer else ""
-        head = f"`{label} = {_short(layer_sem, problem.definition)}` ({where}){within} {problem.misfit.text if problem.misfit else problem.text}"
+        head = f"`{label} = {I.short_text(layer_sem, problem.definition, 50)}` ({where}){within} {problem.misfit.text if problem.misfit else problem.text}"
         if problem.kind == "batch_first":
-            head = f"`{label} = {_short(layer_sem, problem.definition)}` ({where}){within} {problem.text}"
+            head = f"`{label} = {I.short_text(layer_sem, problem.definition, 50)}` ({where}){within} {problem.text}"
         misfit = problem.misfit
         consequence = _consequence(problem, source)
         if misfit is not None and misfit.kind == "features" and D.is_known(misfit.got) and not at_feed:

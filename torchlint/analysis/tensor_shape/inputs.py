@@ -415,7 +415,7 @@ def tensor_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
             return None
     if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
         return None
-    label = f"`{_short_text(sem, call)}`"
+    label = f"`{short_text(sem, call)}`"
     if len(dims) in (4, 5):  # images and volumes: the batch comes first, and any batch size must work
         return Source(tuple(dims[1:]), label, batch_size=dims[0], where=(sem, call))
     return Source(tuple(dims), label, batched=False, where=(sem, call))
@@ -455,12 +455,13 @@ def range_source(sem, call: cst.Call) -> Optional[Source]:
         length = max(0, math.ceil((values[1] - values[0]) / values[2]))
     if length is None:
         return None
-    return Source((length,), f"`{_short_text(sem, call)}`", batched=False, where=(sem, call))
+    return Source((length,), f"`{short_text(sem, call)}`", batched=False, where=(sem, call))
 
 
-def _short_text(sem, node) -> str:
+def short_text(sem, node, limit: int = 40) -> str:
+    """`node`'s code on one line, cut at `limit` characters: how messages quote the user's code."""
     text = " ".join(sem.source(node).split())
-    return text if len(text) <= 40 else text[:39] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def element_shape(sem, expr: cst.BaseExpression) -> Optional[Tuple[D.Shape, str]]:
@@ -557,7 +558,7 @@ def summary_source(sem, call: cst.Call) -> Optional[Tuple[cst.BaseExpression, So
     size = evaluate(sem, size_node, {}, 0)
     if not isinstance(size, tuple) or not size or not all(isinstance(d, int) and not isinstance(d, bool) for d in size):
         return None
-    label = f"`{_short_text(sem, call)}`"
+    label = f"`{short_text(sem, call)}`"
     if qualified.startswith("torchsummary"):
         return positional[0], Source(tuple(size), label, where=(sem, call))
     return positional[0], Source(tuple(size[1:]), label, where=(sem, call))
