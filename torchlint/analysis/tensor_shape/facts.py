@@ -28,7 +28,7 @@ from torchlint.analysis.tensor_shape.values import Tensor
 
 # Problem kinds and the rule that reports them.
 CODES = {"features": "TL301", "rank": "TL301", "view": "TL302", "window": "TL303", "cat": "TL304",
-         "broadcast": "TL304", "matmul": "TL301", "loss": "TL305", "normalize": "TL307", "batch_first": "TL306"}
+         "broadcast": "TL304", "matmul": "TL304", "batch_first": "TL306"}
 
 
 @dataclass

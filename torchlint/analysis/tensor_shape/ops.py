@@ -135,8 +135,9 @@ def matmul(a: D.Shape, b: D.Shape):
     inner_a = a[-1]
     inner_b = b[-2] if len(b) >= 2 else b[0]
     if D.same(inner_a, inner_b) is False:
+        raised = "`mat1 and mat2 shapes cannot be multiplied`" if len(a) == len(b) == 2 else "a RuntimeError"
         return (f"`@` of {D.shape_text(a)} and {D.shape_text(b)}: the inner sizes {D.text(inner_a)} and "
-                f"{D.text(inner_b)} differ (`mat1 and mat2 shapes cannot be multiplied`)")
+                f"{D.text(inner_b)} differ (torch raises {raised})")
     if len(a) == 1 and len(b) == 1:
         return ()
     if len(b) == 1:
