@@ -86,8 +86,9 @@ class ForwardShapes:
         """`conv1 (1, 3, 32, 32) → (1, 6, 28, 28); ...; fc1 (4, 576) ✗` for a message."""
         shown = [e for e in self.failed_trace if e.output is not None or e.failed]
         fault = self.at_fault()
-        leaves = [e for e in shown if e.failed and e is fault or (not e.failed and not any(
-            o.depth > e.depth for o in shown[shown.index(e) + 1:shown.index(e) + 2]))]
+        # the layers themselves: a module is shown unless the next one shown ran inside it
+        leaves = [e for position, e in enumerate(shown) if e is fault or (not e.failed and (
+            position + 1 == len(shown) or shown[position + 1].depth <= e.depth))]
         if len(leaves) > limit:
             leaves = leaves[-limit:]
         parts = []

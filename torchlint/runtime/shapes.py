@@ -1,17 +1,15 @@
 """The shape trace of a forward that raised, for the report (the HTML report's "shape trace"
 section, `ShapeTrace`).
 
-What the run records today costs nothing until a forward raises: the always-called global forward
+This recorder costs nothing until a forward raises: the always-called global forward
 hook sees, on the exception path, each module the error goes through (innermost first) with the
 inputs it was called with; `ShapeRecorder.module_raised` keeps their shapes and the shapes of the
 innermost module's parameters (a `Linear(120 → 10)` given `(8, 130)` shows which number is
 wrong).
 
-`ShapeRecorder.module_ran` is the hook point for a full trace: a per-module forward hook that
-calls it with each module's inputs and output while the forward runs (the shape-trace hook of the
-shapes work) fills `ShapeTrace.entries` with the modules that ran before the failure, in call
-order; `ShapeTrace.complete` then says the trace lists every module, not only those the error
-went through. The report renders whatever entries it holds.
+The modules that ran to their end before the failure come from the forward hooks' own record
+(`forward_shapes.ForwardShapes`, `complete_with`): `ShapeTrace.complete` then says the trace lists
+every module, not only those the error went through. The report renders whatever entries it holds.
 """
 
 from __future__ import annotations
@@ -71,18 +69,8 @@ def shape_of(value: Any) -> List[str]:
 
 class ShapeRecorder:
     def __init__(self) -> None:
-        self.ran: List[Tuple[Any, List[str], List[str]]] = []  # (module, inputs, outputs) in call order
         self.raised: List[Tuple[Any, List[str]]] = []  # (module, inputs), innermost first
         self.error: Optional[BaseException] = None
-        self.complete = False
-
-    def module_ran(self, module: Any, args: tuple, output: Any) -> None:
-        """A module's forward returned (the hook point of a full shape trace: call it from a forward
-        hook with each module's inputs and output)."""
-        self.complete = True
-        self.ran.append((module, shape_of(args), shape_of(output)))
-        if len(self.ran) > 2 * MAX_ENTRIES:
-            del self.ran[:MAX_ENTRIES]
 
     def module_raised(self, module: Any, args: tuple, error: BaseException) -> None:
         """A module's forward raised `error` (the always-called forward hook, on the exception path)."""
@@ -113,17 +101,12 @@ class ShapeRecorder:
         except Exception:  # noqa: BLE001
             pass
 
-        def entry(module: Any, inputs: List[str], outputs: List[str], raised: bool) -> ShapeEntry:
-            params = [(n, "(" + ", ".join(str(s) for s in p.shape) + ")")
-                      for n, p in module.named_parameters(recurse=False)] if raised else []
-            detail = ""
-            if raised and not list(module.children()):
-                detail = " ".join(repr(module).split())[:200]
-            return ShapeEntry(names.get(id(module), type(module).__name__), type(module).__name__, inputs, outputs,
-                              params, raised, detail)
+        def entry(module: Any, inputs: List[str]) -> ShapeEntry:
+            params = [(n, "(" + ", ".join(str(s) for s in p.shape) + ")") for n, p in module.named_parameters(recurse=False)]
+            detail = "" if list(module.children()) else " ".join(repr(module).split())[:200]
+            return ShapeEntry(names.get(id(module), type(module).__name__), type(module).__name__, inputs, [],
+                              params, True, detail)
 
-        entries = [entry(m, i, o, False) for m, i, o in self.ran[-MAX_ENTRIES:] if id(m) in names]
-        entries += [entry(m, i, [], True) for m, i in self.raised]
+        entries = [entry(m, i) for m, i in self.raised]  # the modules the error went through, innermost first
         text = " ".join(str(self.error).split())
-        return ShapeTrace(f"{type(self.error).__name__}: {text[:300]}", type(outer).__name__, entries,
-                          entries[-len(self.raised)].module if self.raised else None, self.complete)
+        return ShapeTrace(f"{type(self.error).__name__}: {text[:300]}", type(outer).__name__, entries, entries[0].module)
