@@ -258,3 +258,79 @@ def test_a_layer_file_is_judged_by_the_file_of_its_directory_that_builds_the_mod
     assert [(f.code, f.start.row) for f in findings] == [("TL301", 13)]
     assert "in `merge`" in findings[0].message and "model.py" in findings[0].message
     assert findings[0].fix is None  # `channels * 2` names a parameter other instances set differently
+
+
+# -- sources the code picks at run time or builds elsewhere ---------------------------------------
+
+def test_datasets_chosen_in_branches_keep_what_every_branch_shares():
+    from torchlint.analysis.tensor_shape import inputs as I
+
+    source = textwrap.dedent("""
+        import torch
+        from torchvision import datasets, transforms
+        size = 64
+        if choice == "cifar":
+            dataset = datasets.CIFAR10("d", transform=transforms.Compose([transforms.Resize(size), transforms.ToTensor()]))
+        else:
+            dataset = datasets.MNIST("d", transform=transforms.Compose([transforms.Resize(size), transforms.ToTensor()]))
+        loader = torch.utils.data.DataLoader(dataset, batch_size=16)
+    """)
+    import libcst as cst
+
+    from torchlint.analysis.semantic import Semantic
+    from torchlint.parsing import parse_module
+
+    sem = Semantic(parse_module(source), path="snippet.py")
+    loader = next(c for c in sem.index.nodes(cst.Call) if sem.qualified_name(c.func) == "torch.utils.data.DataLoader")
+    found = I.loader_source(sem, loader)
+    assert found.sample == (None, 64, 64) and found.batch_size == 16
+    assert found.label.startswith("CIFAR10/MNIST ?×64×64")
+    # a branch whose dataset is not known makes the whole choice unknown
+    unknown = source.replace('datasets.MNIST("d"', 'make_dataset("d"')
+    sem = Semantic(parse_module(unknown), path="snippet.py")
+    loader = next(c for c in sem.index.nodes(cst.Call) if sem.qualified_name(c.func) == "torch.utils.data.DataLoader")
+    assert I.loader_source(sem, loader) is None
+
+
+def test_a_model_handed_to_a_training_function_is_run_on_the_loader_handed_with_it():
+    from torchlint.analysis import project
+    from torchlint.analysis.semantic import Semantic
+    from torchlint.analysis.tensor_shape import handoff as H
+    from torchlint.analysis.tensor_shape import inputs as I
+    from torchlint.parsing import parse_module
+    import libcst as cst
+
+    path = REPO / "fixtures" / "project" / "model_trained_by_engine" / "train.py"
+    module = parse_module(path.read_text(encoding="utf-8"))
+    sem = Semantic(module, path=str(path), project=project.for_file(str(path), module))
+    fed = {}
+    for call in sem.index.nodes(cst.Call):
+        for model, loader in H.feeds(sem, call):
+            fed[I.short_text(sem, call, 30)] = (model.value, loader.value, I.loader_of(sem, loader).sample)
+    assert fed == {
+        "engine.train(model, train_loa…": ("model", "train_loader", (3, 64, 64)),
+        "engine.train(model=model, tra…": ("model", "big_loader", (3, 128, 128)),
+        "engine.evaluate(model, big_lo…": ("model", "big_loader", (3, 128, 128)),
+        "engine.train(model, test_load…": ("model", "test_loader", (3, 64, 64)),
+        "engine.train(any_size, big_lo…": ("any_size", "big_loader", (3, 128, 128)),
+    }  # engine.describe never runs the model on the batches
+
+
+def test_labels_built_from_the_batch_size_meet_the_output_in_the_loss():
+    source = """
+        import torch
+        import torch.nn as nn
+        from torchvision import datasets, transforms
+        data = datasets.MNIST("d", transform=transforms.ToTensor())
+        loader = torch.utils.data.DataLoader(data, batch_size=32)
+        net = nn.Sequential(nn.Flatten(), nn.Linear(784, 1), nn.Sigmoid())
+        bce = nn.BCELoss()
+        for i, batch in enumerate(loader):
+            images = batch[0]
+            ones = torch.full((images.size(0),), 1.0)
+            loss = bce(net(images), ones)
+            right = bce(net(images).squeeze(1), ones)
+            zeros = torch.zeros(images.size(0), 1)
+            also_right = bce(net(images), zeros)
+    """
+    assert codes(source) == [("TL305", 12)]

@@ -18,6 +18,7 @@ import libcst as cst
 from torchlint.analysis.tensor_shape import contracts as C
 from torchlint.analysis.tensor_shape import dims as D
 from torchlint.analysis.tensor_shape import inputs as I
+from torchlint.analysis.tensor_shape import handoff as H
 from torchlint.analysis.tensor_shape import losses as L
 from torchlint.analysis.tensor_shape.modules import (
     MODULE_VALUES, Interpreter, Layer, Problem, Sequence_, Step, Submodule, UNKNOWN, bind_constructor, class_layers,
@@ -100,11 +101,13 @@ class _Builder:
         self._models: Dict[int, Any] = {}
         self._fitted: set = set()  # the layers (ids of their constructor calls) some input fitted
         self._by_definition: Dict[int, list] = {}
+        self._handed: set = set()
 
     def build(self) -> ShapeFacts:
         sem = self.sem
         for call in sem.index.nodes(cst.Call):
             self._feed(call)
+            self._handed_over(call)
             if "torchvision.datasets" in (sem.qualified_name(call.func) or ""):
                 self._transform_findings(I.normalize_misfits(sem, call), I.dataset_source(sem, call, 0))
         self.unfed = [klass for klass in sorted(_module_classes(sem), key=lambda k: sem.index.order.get(k, 0))
@@ -162,6 +165,8 @@ class _Builder:
             project.read[other_path] = parsed.digest  # this file's findings now depend on it
             other = parsed.semantic
             facts = shape_facts(other, importers=False)
+            if other.project is not None:  # "data_setup.py:6" in a message the importer wrote
+                project.origins.update(other.project.origins)
             self._fitted |= facts.fitted
             for run in facts.runs:
                 source = run.origin if not isinstance(run.origin, str) else I.Source((), f"any input {run.label} takes")
@@ -232,6 +237,21 @@ class _Builder:
         self._outputs[call] = output
         for problem in interpreter.run.problems:
             self._report(problem, source, call)
+
+    def _handed_over(self, call: cst.Call) -> None:
+        """A model and a loader handed to a function that runs one on the other
+        (`engine.train(model=model, train_dataloader=train_dataloader)`): the model is run here,
+        on the loader's batches, and what fails is reported at this call."""
+        if sum(isinstance(a.value, cst.Name) for a in call.args) < 2 or \
+                not isinstance(call.func, (cst.Name, cst.Attribute)):
+            return
+        for model_node, loader_node in H.feeds(self.sem, call):
+            if not isinstance(model_node, cst.Name) or (call, id(model_node)) in self._handed:
+                continue
+            self._handed.add((call, id(model_node)))
+            source = I.loader_of(self.sem, loader_node)
+            if source is not None:
+                self._run_model(model_node, source, call)
 
     def _module_value(self, node: cst.Name) -> Any:
         """For the script frame: the module a name holds, or None."""

@@ -35,6 +35,8 @@ DATASETS = {
     "MNIST": (1, 28, 28), "FashionMNIST": (1, 28, 28), "KMNIST": (1, 28, 28), "EMNIST": (1, 28, 28),
     "QMNIST": (1, 28, 28), "CIFAR10": (3, 32, 32), "CIFAR100": (3, 32, 32), "SVHN": (3, 32, 32),
     "STL10": (3, 96, 96), "ImageFolder": (3, None, None), "Omniglot": (1, 105, 105),
+    "LSUN": (3, None, None), "ImageNet": (3, None, None), "CelebA": (3, 218, 178),
+    "FakeData": (3, 224, 224),  # its `image_size` argument, when given, replaces this
 }
 
 # How many samples each split holds (torchvision's documentation): (train, test).
@@ -132,6 +134,10 @@ def batch_origin(sem, expr: cst.BaseExpression, depth: int = 0) -> Optional[Tupl
     if depth > 8:
         return None
     expr = _strip(sem, expr)
+    if isinstance(expr, cst.Subscript):  # `data[0]` of `for i, data in enumerate(loader)`
+        position = _constant_index(expr)
+        inner = batch_origin(sem, expr.value, depth + 1) if position is not None else None
+        return None if inner is None else (inner[0], inner[1] + (position,))
     if not isinstance(expr, cst.Name):
         return None
     definition = sem.reaching_definition(expr)
@@ -165,26 +171,51 @@ def batch_origin(sem, expr: cst.BaseExpression, depth: int = 0) -> Optional[Tupl
     return None
 
 
-def loader_source(sem, loader_call: cst.Call) -> Optional[Source]:
-    """The per-sample shape a DataLoader's dataset yields as its first element."""
+def _constant_index(subscript: cst.Subscript) -> Optional[int]:
+    """`k` of `batch[k]` for a literal k >= 0; None for anything else."""
+    if len(subscript.slice) != 1 or not isinstance(subscript.slice[0].slice, cst.Index):
+        return None
+    index = subscript.slice[0].slice.value
+    return int(index.value) if isinstance(index, cst.Integer) else None
+
+
+def _bound(sem, node, params):
+    """(semantic, expression) for `node`: a parameter of the function being followed
+    (`transform` of `create_dataloaders(..., transform=data_transform)`) stands for the argument
+    its caller passes, in the caller's file."""
+    if params and isinstance(node, cst.Name) and node.value in params:
+        definition = sem.reaching_definition(node)
+        if definition is not None and definition.kind == "param":
+            return params[node.value]
+    return sem, node
+
+
+def _evaluated(sem, node, params):
+    return evaluate(*_bound(sem, node, params), {}, 0)
+
+
+def loader_source(sem, loader_call: cst.Call, params=None) -> Optional[Source]:
+    """The per-sample shape a DataLoader's dataset yields as its first element. `params` binds
+    the parameters of a function that builds the loader to its caller's arguments (see
+    `returned_loader`)."""
     dataset = None
     batch_size = None
     for position, argument in enumerate(a for a in loader_call.args if a.keyword is None):
         if position == 0:
             dataset = argument.value
         elif position == 1:
-            batch_size = evaluate(sem, argument.value, {}, 0)
+            batch_size = _evaluated(sem, argument.value, params)
     for argument in loader_call.args:
         if argument.keyword is not None and argument.keyword.value == "dataset":
             dataset = argument.value
         if argument.keyword is not None and argument.keyword.value == "batch_size":
-            batch_size = evaluate(sem, argument.value, {}, 0)
+            batch_size = _evaluated(sem, argument.value, params)
         if argument.star == "**":
             options = _keyword_dict(sem, argument.value)
             batch_size = options.get("batch_size", batch_size) if options is not None else None
         elif argument.star:
             batch_size = None
-    drop_last = next((evaluate(sem, a.value, {}, 0) for a in loader_call.args
+    drop_last = next((_evaluated(sem, a.value, params) for a in loader_call.args
                       if a.keyword is not None and a.keyword.value == "drop_last"), False)
     for argument in loader_call.args:
         if argument.star == "**":
@@ -192,7 +223,7 @@ def loader_source(sem, loader_call: cst.Call) -> Optional[Source]:
             drop_last = options.get("drop_last", drop_last) if options is not None else UNKNOWN
     if dataset is None:
         return None
-    source = dataset_source(sem, dataset, 0)
+    source = dataset_source(*_bound(sem, dataset, params), 0, params)
     if source is not None and isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size > 0:
         source.batch_size = batch_size
         source.batch_note = _option_of(sem, loader_call)
@@ -268,14 +299,18 @@ def _call_of(sem, expr: cst.BaseExpression) -> Optional[cst.Call]:
     return value if isinstance(value, cst.Call) else None
 
 
-def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source]:
+def dataset_source(sem, expr: cst.BaseExpression, depth: int, params=None) -> Optional[Source]:
+    if isinstance(expr, cst.Name) and depth <= 4:
+        branches = _branch_values(sem, expr)
+        if branches is not None:
+            return _joined([dataset_source(sem, value, depth + 1, params) for value in branches], sem, expr)
     call = _call_of(sem, expr)
     if call is None or depth > 4:
         return None
     qualified = sem.qualified_name(call.func) or ""
     short = qualified.rsplit(".", 1)[-1]
     if qualified.startswith("torch.utils.data") and short in ("Subset", "random_split") and call.args:
-        return dataset_source(sem, call.args[0].value, depth + 1)
+        return dataset_source(*_bound(sem, call.args[0].value, params), depth + 1, params)
     if qualified.startswith("torch.utils.data") and short == "TensorDataset" and call.args:
         first = tensor_source(sem, call.args[0].value)
         if first is None:
@@ -288,20 +323,55 @@ def dataset_source(sem, expr: cst.BaseExpression, depth: int) -> Optional[Source
     if not qualified.startswith("torchvision.datasets.") or short not in DATASETS:
         return None
     shape = list(DATASETS[short])
+    if short == "FakeData":
+        given = next((evaluate(sem, a.value, {}, 0) for a in call.args
+                      if a.keyword is not None and a.keyword.value == "image_size"), shape)
+        if not isinstance(given, (tuple, list)) or len(given) != 3:
+            return None
+        shape = [d if isinstance(d, int) and not isinstance(d, bool) else None for d in given]
     transform = None
     for argument in call.args:
         if argument.keyword is not None and argument.keyword.value == "transform":
             transform = argument.value
     misfits: List[Tuple[cst.Call, int, int]] = []
     if transform is not None:
-        shape = _transformed(sem, transform, shape, misfits)
+        shape = _transformed(*_bound(sem, transform, params), shape, misfits)
         if shape is None:
             return None
     if any(d is None for d in shape):
         return None
     source = Source(tuple(shape), f"{short} {'×'.join(str(d) for d in shape)}", where=(sem, call))
-    source.length = _dataset_length(sem, call, short)
+    source.length = _dataset_length(sem, call, short) if not params else None
     return source
+
+
+def _branch_values(sem, name: cst.Name) -> Optional[List[cst.BaseExpression]]:
+    """The values of a name the arms of an `if`/`elif` chain assign (`dataset = dset.CIFAR10(...)`
+    in one arm, `dataset = dset.MNIST(...)` in the next), when more than one may reach it and each
+    is a plain assignment; None otherwise."""
+    definitions = sem.values.flow.reaching(name)
+    if not definitions or len(definitions) < 2 or len(definitions) > 8:
+        return None
+    if any(d.kind != "assign" or d.path != () or d.value is None for d in definitions):
+        return None
+    return [d.value for d in definitions]
+
+
+def _joined(sources: List[Optional[Source]], sem, name: cst.Name) -> Optional[Source]:
+    """What every arm's dataset certainly shares: a dimension the arms disagree on is unknown
+    (CIFAR10 3×64×64 or MNIST 1×64×64: ?×64×64). None unless every arm's dataset is known."""
+    if not sources or any(s is None or not s.batched for s in sources):
+        return None
+    ranks = {len(s.sample) for s in sources}
+    if len(ranks) != 1:
+        return None
+    sample = tuple(dims[0] if all(D.same(d, dims[0]) for d in dims[1:]) else None
+                   for dims in zip(*(s.sample for s in sources)))
+    if all(d is None for d in sample):
+        return None
+    names = sorted({s.label.split(" ")[0] for s in sources})
+    label = f"{'/'.join(names)} {D.shape_text(sample)} (whichever `{name.value}` is assigned)"
+    return Source(sample, label, where=(sem, name))
 
 
 def _dataset_length(sem, call: cst.Call, short: str) -> Optional[int]:
@@ -526,7 +596,10 @@ def element_source(sem, name: cst.Name) -> Optional[Tuple[D.Shape, Source]]:
     loader = sem.values.of(iterable)
     site = getattr(loader, "site", None)
     if loader.kind != "loader" or not isinstance(site, cst.Call) or site not in sem.index.order:
-        return None
+        if path != (0,):
+            return None
+        source = returned_loader(sem, iterable)
+        return None if source is None else (source.shape, source)
     if path == (0,):
         source = loader_source(sem, site)
         return None if source is None else (source.shape, source)
@@ -562,3 +635,56 @@ def summary_source(sem, call: cst.Call) -> Optional[Tuple[cst.BaseExpression, So
     if qualified.startswith("torchsummary"):
         return positional[0], Source(tuple(size), label, where=(sem, call))
     return positional[0], Source(tuple(size[1:]), label, where=(sem, call))
+
+
+def returned_loader(sem, expr: cst.BaseExpression) -> Optional[Source]:
+    """The loader a project function builds and returns, as the caller binds it:
+    `train_dataloader, test_dataloader, class_names = data_setup.create_dataloaders(...,
+    transform=data_transform, batch_size=BATCH_SIZE)`, read through data_setup.py's `DataLoader(
+    train_data, batch_size=batch_size)` with the caller's transform and batch size."""
+    from torchlint.analysis.tensor_shape.handoff import bind_call, project_function
+
+    if not isinstance(expr, cst.Name):
+        return None
+    definition = sem.reaching_definition(expr)
+    if definition is None or definition.kind != "assign" or definition.path is None or \
+            not isinstance(definition.value, cst.Call) or len(definition.path) > 1:
+        return None
+    call = definition.value
+    found = project_function(sem, call.func)
+    if found is None:
+        return None
+    function, function_sem = found
+    params = bind_call(sem, call, function)
+    if params is None:
+        return None
+    returns = [node for node in function_sem.index.descendants(function) if isinstance(node, cst.Return)
+               and function_sem.function_of(node) is function]
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    returned = returns[0].value
+    if definition.path:
+        if not isinstance(returned, (cst.Tuple, cst.List)) or definition.path[0] >= len(returned.elements):
+            return None
+        returned = returned.elements[definition.path[0]].value
+    built = function_sem.assigned_value(returned) if isinstance(returned, cst.Name) else returned
+    if not isinstance(built, cst.Call) or \
+            (function_sem.qualified_name(built.func) or "").rsplit(".", 1)[-1] != "DataLoader":
+        return None
+    source = loader_source(function_sem, built, params)
+    if source is not None and source.where is not None:
+        where = sem.elsewhere(source.where[1]) if function_sem is not sem else None  # "data_setup.py:6"
+        if where is not None:
+            source.label = f"{source.label} ({where}, from `{function.name.value}()`)"
+            source.where = None
+    return source
+
+
+def loader_of(sem, expr: cst.BaseExpression) -> Optional[Source]:
+    """What the loader `expr` holds yields as its first element: a DataLoader this file builds, or
+    one a project function builds and returns."""
+    loader = sem.values.of(expr)
+    site = getattr(loader, "site", None)
+    if loader.kind == "loader" and isinstance(site, cst.Call) and site in sem.index.order:
+        return loader_source(sem, site)
+    return returned_loader(sem, expr)

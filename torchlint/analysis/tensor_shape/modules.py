@@ -1261,6 +1261,10 @@ class Interpreter:
         return UNKNOWN
 
     def _subscript(self, node: cst.Subscript, frame: "Frame", certain: bool) -> Any:
+        if frame.klass is None and hasattr(frame, "batch_element"):
+            element = frame.batch_element(node)  # `data[0]` of a batch from a known loader
+            if element is not None:
+                return element
         value = self.expr(node.value, frame, certain)
         if isinstance(value, Tup) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             index = evaluate(frame.sem, node.slice[0].slice.value, {}, 0)
@@ -1371,7 +1375,9 @@ class Interpreter:
             if hasattr(frame, "factory") and qualified.split(".")[0] == "torch" and \
                     qualified.rsplit(".", 1)[-1] in ("randn", "rand", "zeros", "ones", "empty", "randint", "arange",
                                                      "linspace"):
-                return frame.factory(call)
+                built = frame.factory(call)
+                if built is not UNKNOWN:
+                    return built
             return self._function(qualified, call, frame, certain)
         return UNKNOWN
 

@@ -254,10 +254,13 @@ def view(shape: D.Shape, sizes: Sequence[Any], name: str, batch: Any = None):
 
 
 def _folds_batch(name: str, written: str, shape, per_sample: int, given: int) -> str:
-    return (f"`{name}{written}` of {D.shape_text(shape)}: each sample has {D.shape_text(shape, batch=False)} = "
-            f"{per_sample} values, not {given}, so the -1 is not the batch: torch raises `shape "
-            f"'[-1, {given}]' is invalid` where {given} does not divide N×{per_sample}, and where it does the "
-            f"rows mix values of different samples")
+    head = (f"`{name}{written}` of {D.shape_text(shape)}: each sample has {D.shape_text(shape, batch=False)} = "
+            f"{per_sample} values, not {given}, so the -1 is not the batch: ")
+    if per_sample % given == 0:  # every batch reshapes without an error: the harm is silent
+        return head + (f"the result has {per_sample // given}×N rows instead of N, each sample's "
+                       f"{per_sample} values spread over {per_sample // given} of them")
+    return head + (f"torch raises `shape '[-1, {given}]' is invalid` where {given} does not divide "
+                   f"N×{per_sample}, and where it does the rows mix values of different samples")
 
 
 # -- tensor methods ----------------------------------------------------------------------------
@@ -393,11 +396,29 @@ def function(qualified: str, positional: List[Any], keywords: Dict[str, Any], ba
             position = len(shape) - 1 - axis
             out[position] = D.add(D.add(shape[position], left), right) if None not in (left, right) else None
         return Tensor(tuple(out))
+    if name in _SIZED_FACTORIES and len(parts) == 2:
+        return _factory(name, positional, keywords)
     if name in ("randn_like", "rand_like", "zeros_like", "ones_like", "empty_like", "full_like") and len(parts) == 2:
         return Tensor(shape) if isinstance(first, Tensor) else UNKNOWN
     if len(parts) == 2 and isinstance(first, Tensor):
         return tensor_method(name, shape, positional[1:], keywords, batch)
     return UNKNOWN
+
+
+_SIZED_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full"})
+
+
+def _factory(name: str, positional: List[Any], keywords: Dict[str, Any]) -> Any:
+    """`torch.full((batch_size,), 1.0)` / `torch.zeros(batch_size, 10)` with sizes the code
+    computes (`batch_size = images.size(0)`): a tensor of those sizes, a size not known as None."""
+    sizes = positional[:1] if name == "full" else positional
+    if not sizes:
+        sizes = [keywords.get("size")]
+    if len(sizes) == 1 and isinstance(sizes[0], Tup):
+        sizes = list(sizes[0].items)
+    if not sizes or any(not isinstance(v, (Num, int)) or isinstance(v, bool) for v in sizes):
+        return UNKNOWN
+    return Tensor(tuple(_dim_of(v) for v in sizes))
 
 
 def _cat(name: str, tensors: Any, dim: Any):

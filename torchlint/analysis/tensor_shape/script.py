@@ -111,6 +111,17 @@ class ScriptFrame(Frame):
             return UNKNOWN
         return values[0]
 
+    def batch_element(self, node: cst.Subscript) -> Optional[Tensor]:
+        """`data[0]` where `data` is a whole batch of a loader over a known dataset."""
+        if not isinstance(node.value, cst.Name):
+            return None
+        found = I.element_source(self.sem, node)
+        if found is None:
+            return None
+        shape, source = found
+        self.last_source = source
+        return Tensor(shape)
+
     def factory(self, call: cst.Call) -> Any:
         """A tensor built with literal sizes: images and volumes get the batch symbol first."""
         source = I.tensor_source(self.sem, call)

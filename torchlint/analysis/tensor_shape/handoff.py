@@ -1,0 +1,133 @@
+"""Models and loaders handed to functions: the training script passes them on
+(`engine.train(model=model, train_dataloader=train_dataloader)`), and the function, in this file
+or another of the project, runs the model on the loader's batches (`for X, y in dataloader:
+y_pred = model(X)`), possibly through a helper it passes them to (`train_step(model, dataloader)`).
+
+`feeds(sem, call)` names the arguments of such a call that the callee feeds to each other; the
+facts then run the caller's model on the caller's loader, as if the script did it itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+import libcst as cst
+
+_MAX_DEPTH = 3
+
+
+def project_function(sem, func: cst.BaseExpression) -> Optional[Tuple[cst.FunctionDef, Any]]:
+    """The top-level function a call names, in this file or another file of the project."""
+    if isinstance(func, cst.Name):
+        definition = sem.reaching_definition(func)
+        if definition is not None and definition.kind == "def" and isinstance(definition.statement, cst.FunctionDef):
+            function = definition.statement
+            return (function, sem) if sem.class_of_method(function) is None else None
+        if definition is None and sem.function_of(func) is not None:  # a module-level def read in a function
+            defined = [s for s in sem.module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))
+                       and s.name.value == func.value]
+            if len(defined) == 1 and isinstance(defined[0], cst.FunctionDef) and \
+                    len(sem.scopes.bindings_in(sem.module, func.value)) == 1:
+                return defined[0], sem
+    project = sem.project
+    qualified = sem.qualified_name(func)
+    if not qualified or project is None or qualified.split(".")[0] in ("torch", "torchvision", "builtins"):
+        return None
+    fact = project.fact(qualified)
+    if fact is None or fact.kind != "function":
+        return None
+    from torchlint.analysis import project as project_layer
+
+    parsed = project_layer._read(fact.location[0])
+    if parsed is None or parsed.semantic is None:
+        return None
+    other = parsed.semantic
+    name = qualified.rsplit(".", 1)[-1]
+    for statement in other.module.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement, other
+    return None
+
+
+def bind_call(sem, call: cst.Call, function: cst.FunctionDef) -> Optional[Dict[str, Tuple[Any, cst.BaseExpression]]]:
+    """Each parameter of `function` the call passes: name -> (caller's semantic, argument)."""
+    if any(a.star for a in call.args):
+        return None
+    params = [p.name.value for p in function.params.params]
+    keyword_only = {p.name.value for p in function.params.kwonly_params}
+    bound: Dict[str, Tuple[Any, cst.BaseExpression]] = {}
+    positional = [a for a in call.args if a.keyword is None]
+    if len(positional) > len(params):
+        return None
+    for name, argument in zip(params, positional):
+        bound[name] = (sem, argument.value)
+    for argument in call.args:
+        if argument.keyword is not None:
+            if argument.keyword.value not in params and argument.keyword.value not in keyword_only:
+                return None
+            bound[argument.keyword.value] = (sem, argument.value)
+    return bound
+
+
+def feeds(sem, call: cst.Call) -> List[Tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(model argument, loader argument) pairs of `call` whose callee runs the model on the first
+    element of the loader's batches."""
+    found = project_function(sem, call.func)
+    if found is None:
+        return []
+    function, function_sem = found
+    bound = bind_call(sem, call, function)
+    if not bound:
+        return []
+    pairs = []
+    for model, loader in _feeding(function_sem, function, 0):
+        if model in bound and loader in bound and bound[model][0] is sem and bound[loader][0] is sem:
+            pairs.append((bound[model][1], bound[loader][1]))
+    return pairs
+
+
+def _feeding(sem, function: cst.FunctionDef, depth: int) -> List[Tuple[str, str]]:
+    """(model parameter, loader parameter) pairs of `function`: it calls the model on the first
+    element of the loader's batches, itself or through a function it passes both to."""
+    cache = sem.__dict__.setdefault("_shape_feeding", {})
+    key = id(function)
+    if key in cache:
+        return cache[key]
+    cache[key] = []
+    from torchlint.analysis.tensor_shape.inputs import batch_origin
+
+    params = {p.name.value for p in function.params.params}
+    pairs: List[Tuple[str, str]] = []
+    for call in sem.calls_under(function, follow_functions=False):
+        func = call.func
+        positional = [a for a in call.args if a.keyword is None and not a.star]
+        if isinstance(func, cst.Name) and func.value in params and _is_param(sem, func):
+            if len(call.args) == 1 and len(positional) == 1:
+                origin = batch_origin(sem, positional[0].value)
+                if origin is not None and origin[1] == (0,) and isinstance(origin[0], cst.Name) \
+                        and origin[0].value in params and _is_param(sem, origin[0]):
+                    pairs.append((func.value, origin[0].value))
+            continue
+        if depth >= _MAX_DEPTH:
+            continue
+        found = project_function(sem, func)
+        if found is None or found[0] is function:
+            continue
+        callee, callee_sem = found
+        bound = bind_call(sem, call, callee)
+        if not bound:
+            continue
+        for model, loader in _feeding(callee_sem, callee, depth + 1):
+            model_arg, loader_arg = bound.get(model), bound.get(loader)
+            if model_arg is None or loader_arg is None or model_arg[0] is not sem:
+                continue
+            names = [a for _, a in (model_arg, loader_arg)]
+            if all(isinstance(n, cst.Name) and n.value in params and _is_param(sem, n) for n in names):
+                pairs.append((names[0].value, names[1].value))
+    cache[key] = pairs
+    return pairs
+
+
+def _is_param(sem, name: cst.Name) -> bool:
+    definition = sem.reaching_definition(name)
+    return definition is not None and definition.kind == "param"
