@@ -245,6 +245,8 @@ class _Builder:
         if sum(isinstance(a.value, cst.Name) for a in call.args) < 2 or \
                 not isinstance(call.func, (cst.Name, cst.Attribute)):
             return
+        if not H.may_be_project_function(self.sem, call.func):
+            return
         for model_node, loader_node in H.feeds(self.sem, call):
             if not isinstance(model_node, cst.Name) or (call, id(model_node)) in self._handed:
                 continue

@@ -16,8 +16,9 @@ import libcst as cst
 _MAX_DEPTH = 3
 
 
-def project_function(sem, func: cst.BaseExpression) -> Optional[Tuple[cst.FunctionDef, Any]]:
-    """The top-level function a call names, in this file or another file of the project."""
+def project_function(sem, func: cst.BaseExpression, loops: bool = False) -> Optional[Tuple[cst.FunctionDef, Any]]:
+    """The top-level function a call names, in this file or another file of the project; with
+    `loops`, None for a function of a file beside this one that has no `for` at all."""
     if isinstance(func, cst.Name):
         definition = sem.reaching_definition(func)
         if definition is not None and definition.kind == "def" and isinstance(definition.statement, cst.FunctionDef):
@@ -33,6 +34,8 @@ def project_function(sem, func: cst.BaseExpression) -> Optional[Tuple[cst.Functi
     qualified = sem.qualified_name(func)
     if not qualified or project is None or qualified.split(".")[0] in ("torch", "torchvision", "builtins"):
         return None
+    if loops and not _may_loop(sem, qualified):
+        return None
     fact = project.fact(qualified)
     if fact is None or fact.kind != "function":
         return None
@@ -47,6 +50,20 @@ def project_function(sem, func: cst.BaseExpression) -> Optional[Tuple[cst.Functi
         if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
             return statement, other
     return None
+
+
+def _may_loop(sem, qualified: str) -> bool:
+    """False when the callee's module is a file beside this one without a `for` anywhere: it
+    cannot feed batches, and needs no parse to say so (`log_utils.rank_log(...)`)."""
+    import os
+
+    from torchlint.analysis.project_files import _text_of
+
+    module = qualified.rsplit(".", 1)[0]
+    if not sem.path or "." in module or module.startswith("."):
+        return True
+    found = _text_of(os.path.join(os.path.dirname(os.path.abspath(sem.path)), module + ".py"))
+    return found is None or "for " in found[0]
 
 
 def bind_call(sem, call: cst.Call, function: cst.FunctionDef) -> Optional[Dict[str, Tuple[Any, cst.BaseExpression]]]:
@@ -69,18 +86,31 @@ def bind_call(sem, call: cst.Call, function: cst.FunctionDef) -> Optional[Dict[s
     return bound
 
 
+def may_be_project_function(sem, func: cst.BaseExpression) -> bool:
+    """A cheap first test for `project_function`: a name or a dotted name that no library owns."""
+    from torchlint.analysis.project_files import _LIBRARY_ROOTS
+
+    if isinstance(func, cst.Name):
+        return sem.qualified_name(func) is None or sem.project is not None
+    qualified = sem.qualified_name(func)
+    return bool(qualified) and sem.project is not None and qualified.split(".")[0] not in _LIBRARY_ROOTS
+
+
 def feeds(sem, call: cst.Call) -> List[Tuple[cst.BaseExpression, cst.BaseExpression]]:
     """(model argument, loader argument) pairs of `call` whose callee runs the model on the first
     element of the loader's batches."""
-    found = project_function(sem, call.func)
+    found = project_function(sem, call.func, loops=True)
     if found is None:
         return []
     function, function_sem = found
+    feeding = _feeding(function_sem, function, 0)  # syntactic and cached: most callees feed nothing
+    if not feeding:
+        return []
     bound = bind_call(sem, call, function)
     if not bound:
         return []
     pairs = []
-    for model, loader in _feeding(function_sem, function, 0):
+    for model, loader in feeding:
         if model in bound and loader in bound and bound[model][0] is sem and bound[loader][0] is sem:
             pairs.append((bound[model][1], bound[loader][1]))
     return pairs
@@ -110,7 +140,7 @@ def _feeding(sem, function: cst.FunctionDef, depth: int) -> List[Tuple[str, str]
             continue
         if depth >= _MAX_DEPTH:
             continue
-        found = project_function(sem, func)
+        found = project_function(sem, func, loops=True)
         if found is None or found[0] is function:
             continue
         callee, callee_sem = found

@@ -802,7 +802,7 @@ def _init_block(sem, statements, env: Dict[str, Any], depth: int) -> bool:
                 elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
                     _init_call(sem, small.value, env, depth)
                 else:
-                    for name in _assigned_names(small):
+                    for name in _assigned_names(small, sem):
                         env[name] = UNKNOWN
         elif isinstance(statement, cst.If):
             condition = evaluate(sem, statement.test, env, depth)
@@ -821,12 +821,12 @@ def _init_block(sem, statements, env: Dict[str, Any], depth: int) -> bool:
                     if not _init_block(sem, [orelse], env, depth):
                         return False
             else:
-                for name in _assigned_names(statement):
+                for name in _assigned_names(statement, sem):
                     env[name] = UNKNOWN
         elif isinstance(statement, cst.For) and statement.orelse is None:
             items = _items(evaluate(sem, statement.iter, env, depth))
             if items is None or len(items) > _MAX_UNROLL:
-                for name in _assigned_names(statement):
+                for name in _assigned_names(statement, sem):
                     env[name] = UNKNOWN
                 continue
             for item in items:
@@ -834,7 +834,7 @@ def _init_block(sem, statements, env: Dict[str, Any], depth: int) -> bool:
                 if not _init_block(sem, statement.body.body, env, depth):
                     return False
         else:
-            for name in _assigned_names(statement):
+            for name in _assigned_names(statement, sem):
                 env[name] = UNKNOWN
     return True
 
@@ -855,7 +855,7 @@ def _init_assign(sem, target, value_node, env: Dict[str, Any], depth: int) -> No
     if isinstance(target, (cst.Tuple, cst.List)):
         _init_bind(target, evaluate(sem, value_node, env, depth), env)
         return
-    for found in _assigned_names(target):
+    for found in _assigned_names(target, sem):
         env[found] = UNKNOWN
 
 
@@ -920,7 +920,11 @@ def _target_name(target: cst.BaseExpression) -> Optional[str]:
     return None
 
 
-def _assigned_names(node: cst.CSTNode) -> List[str]:
+def _assigned_names(node: cst.CSTNode, sem=None) -> List[str]:
+    """The names (and `self.x` attributes) a statement may rebind, containers it may change
+    included (`self.layers.append(...)`)."""
+    if sem is not None and node in sem.index.order:
+        return _assigned_in(sem, node)  # the file's index walks the subtree far faster than a visitor
     found: List[str] = []
 
     class Collector(cst.CSTVisitor):
@@ -961,6 +965,34 @@ def _assigned_names(node: cst.CSTNode) -> List[str]:
             _collect(target.value)
 
     node.visit(Collector())
+    return found
+
+
+def _assigned_in(sem, node: cst.CSTNode) -> List[str]:
+    found: List[str] = []
+
+    def collect(target) -> None:
+        name = _target_name(target)
+        if name is not None:
+            found.append(name)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                collect(element.value)
+        elif isinstance(target, cst.StarredElement):
+            collect(target.value)
+
+    for inner in (node, *sem.index.descendants(node)):
+        kind = type(inner)
+        if kind is cst.AssignTarget or kind is cst.AugAssign or kind is cst.AnnAssign or kind is cst.For \
+                or kind is cst.NamedExpr:
+            collect(inner.target)
+        elif kind is cst.WithItem:
+            if inner.asname is not None:
+                collect(inner.asname.name)
+        elif kind is cst.Call and isinstance(inner.func, cst.Attribute):
+            name = _target_name(inner.func.value)
+            if name is not None:
+                found.append(name)
     return found
 
 
@@ -1157,12 +1189,12 @@ class Interpreter:
                     if not self._block(statement.body.body, frame, certain):
                         return False
                 return True
-            for name in _assigned_names(statement):
+            for name in _assigned_names(statement, frame.sem):
                 frame.env[name] = UNKNOWN
             return True
         if isinstance(statement, cst.With):
             return self._block(statement.body.body, frame, certain)
-        for name in _assigned_names(statement):
+        for name in _assigned_names(statement, frame.sem):
             frame.env[name] = UNKNOWN
         return True
 
