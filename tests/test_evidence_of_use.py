@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import textwrap
 
+from importlib.util import find_spec
+
 import libcst as cst
 import pytest
 
 from torchlint.analysis.semantic import Semantic
 from torchlint.analysis.value import BATCH, INPUT, LOADER, MODULE, OPTIMIZER, TENSOR, UNKNOWN
+
+needs_torch_here = pytest.mark.skipif(find_spec("torch") is None, reason="torch is not installed")
 
 
 def _param_kinds(source: str, function: str = "train_epoch") -> dict:
@@ -123,3 +127,88 @@ def test_annotated_and_called_functions_keep_what_they_had():
     """)
     assert kinds["model"] != MODULE and kinds["loader"] != LOADER
     assert kinds["crit"] in (UNKNOWN, INPUT)
+
+
+# -- one element: a value backpropagated without a gradient (`analysis/one_element.py`) ----------
+
+def _one_element(source: str, name: str = "loss") -> bool:
+    """Whether the last read of `name` inside `print(...)` holds one element."""
+    from torchlint.analysis.one_element import holds_one_element
+
+    semantic = Semantic(cst.parse_module(textwrap.dedent(source)))
+    reads = [arg.value for call in semantic.index.nodes(cst.Call)
+             if type(call.func) is cst.Name and call.func.value == "print"
+             for arg in call.args if type(arg.value) is cst.Name and arg.value.value == name]
+    return holds_one_element(semantic, reads[-1])
+
+
+ONE_ELEMENT = """
+def train_epoch(model, loader, opt, loss_fn):
+    for x, y in loader:
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        BACKWARD
+        opt.step()
+        print(loss)
+"""
+
+
+@pytest.mark.parametrize("backward", [
+    "loss.backward()",
+    "loss.backward(retain_graph=True)",
+    "scaler.scale(loss).backward()",
+    "accelerator.backward(loss)",
+    "torch.autograd.backward(loss)",
+])
+def test_a_loss_backpropagated_without_a_gradient_holds_one_element(backward):
+    assert _one_element(("import torch\n" + ONE_ELEMENT).replace("BACKWARD", backward))
+
+
+@pytest.mark.parametrize("source", [
+    ONE_ELEMENT.replace("BACKWARD", "loss.backward(torch.ones_like(loss))"),
+    ONE_ELEMENT.replace("BACKWARD", "loss.backward(gradient=g)"),
+    ONE_ELEMENT.replace("BACKWARD", "torch.autograd.backward(loss, grad_tensors=g)"),
+    ONE_ELEMENT.replace("BACKWARD", "loss.mean().backward()"),  # per-sample losses, reduced for backward
+    ONE_ELEMENT.replace("BACKWARD", "loss[0].backward()"),  # a tuple (or a vector) from loss_fn
+    ONE_ELEMENT.replace("BACKWARD", "pass"),  # no backward at all
+    # another definition reaches the read
+    ONE_ELEMENT.replace("BACKWARD", "loss.backward()\n        if flag:\n            loss = loss_fn.per_sample(x)"),
+    # the backward runs on a later value of the name
+    ONE_ELEMENT.replace("BACKWARD", "print(loss)\n        loss = loss.sum()\n        loss.backward()").replace(
+        "        opt.step()\n        print(loss)\n", "        opt.step()\n"),
+])
+def test_near_misses_say_nothing_of_the_size(source):
+    assert not _one_element("import torch\n" + source)
+
+
+@needs_torch_here
+def test_one_element_is_what_torch_checks_not_the_rank():
+    """backward() without a gradient needs one element, of any rank: `(1,)` passes, so `.data[0]`
+    of a loss known only by its backward may work, and TL201 must not call it 0-dim."""
+    code = textwrap.dedent("""
+        import warnings; warnings.simplefilter("ignore")
+        import torch
+        w = torch.ones(3, requires_grad=True)
+        out = {}
+        for shape in [(), (1,), (1, 1), (2,)]:
+            loss = (w.sum() * 2).reshape(shape) if shape != (2,) else w[:2] * 2
+            try:
+                loss.backward()
+                out[str(shape)] = "ok"
+            except RuntimeError as error:
+                out[str(shape)] = str(error)
+            try:
+                loss.data[0]
+                out[str(shape) + "[0]"] = "ok"
+            except IndexError:
+                out[str(shape) + "[0]"] = "IndexError"
+        print(json.dumps(out))
+    """)
+    import json
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, check=True)
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["()"] == out["(1,)"] == out["(1, 1)"] == "ok"
+    assert "grad can be implicitly created only for scalar outputs" in out["(2,)"]
+    assert out["()[0]"] == "IndexError" and out["(1,)[0]"] == "ok"

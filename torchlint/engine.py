@@ -18,7 +18,7 @@ from torchlint.analysis.semantic import Semantic
 from torchlint.finding import Edit, FileResult, Finding, Fix, Location
 from torchlint.positions import node_ranges
 from torchlint.prefilter import cpython_syntax_error, syntax_ok, too_deep
-from torchlint.rules.base import InsertBefore, Rebracket, Replace, Report, Rule, RuleContext
+from torchlint.rules.base import InsertBefore, Rebracket, RemoveLines, Replace, Report, Rule, RuleContext
 from torchlint.source import SourceError, decode_source
 from torchlint.startup import import_rules
 from torchlint.suppression import Suppressions
@@ -279,4 +279,6 @@ def _edits(module, lines, ranges, specs) -> Optional[List[Edit]]:
             indent = line[: len(line) - len(line.lstrip(" \t"))]
             newline = module.default_newline
             edits.append(Edit(spec.text + newline + indent, Location(row, col + 1), Location(row, col + 1)))
+        elif isinstance(spec, RemoveLines):
+            edits.append(Edit("", Location(row, 1), Location(end_row + 1, 1)))
     return edits

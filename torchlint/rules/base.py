@@ -36,6 +36,13 @@ class InsertBefore:
 
 
 @dataclass(frozen=True)
+class RemoveLines:
+    """Remove the lines `node` (a statement alone on them) spans, their line break included."""
+
+    node: cst.CSTNode
+
+
+@dataclass(frozen=True)
 class Rebracket:
     """Replace the opening bracket that starts `opening_node` (a `LeftParen`) with `opening` and
     the closing one that ends `closing_node` (a `RightParen`) with `closing`, leaving everything
@@ -47,7 +54,7 @@ class Rebracket:
     closing: str
 
 
-Edit = Union[Replace, InsertBefore, Rebracket]
+Edit = Union[Replace, InsertBefore, Rebracket, RemoveLines]
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis import torch_api as api
-from torchlint.finding import Severity
-from torchlint.rules.base import Rule, RuleContext
+from torchlint.finding import Applicability, Severity
+from torchlint.rules.base import FixSpec, InsertBefore, RemoveLines, Rule, RuleContext
 
 # Measured on torch 2.13: after one step these keep per-parameter state (Adam: step, exp_avg,
 # exp_avg_sq; SGD with momentum: momentum_buffer); plain SGD keeps none, so rebuilding it loses
@@ -22,7 +22,7 @@ class OptimizerRebuiltEachStep(Rule):
     code = "TL125"
     name = "optimizer-rebuilt-each-step"
     summary = "An optimizer with state (Adam, momentum SGD) built anew for every step: its moments reset, every step is a first step"
-    fix_availability = "none"
+    fix_availability = "sometimes"
     default_severity = Severity.ERROR
     severity_docs = """
 An **error**: the optimizer's state (Adam's moment estimates, the momentum buffer) starts from
@@ -74,8 +74,15 @@ for x, y in loader:
 ```
 
 ## Fix safety
-No fix: moving the construction out of the loop (or storing the property's optimizer in
-`__init__`) may need names defined in the loop.
+For an optimizer built (or a factory called) by a statement of its own directly in the loop's
+body, the unsafe fix moves that statement to just before the loop, when nothing it reads is
+bound or changed in the loop (no loop variable, no name assigned there, no attribute or item of
+those names assigned, no `append`/`add_module`/... on them) and nothing else in the loop assigns
+the optimizer's name. It is unsafe because it changes what the program does, as intended: the
+optimizer now keeps its state across steps, a learning rate the loop would have re-read each
+iteration is read once, and the optimizer is built even when the loop runs no iteration. No fix
+when the construction sits in a branch of the loop or reads anything the loop changes, and none
+for the property (storing its optimizer in `__init__` is the author's edit).
 
 ## References
 - https://pytorch.org/docs/stable/optim.html
@@ -114,7 +121,7 @@ No fix: moving the construction out of the loop (or storing the property's optim
                 ctx.report(node, f"`{target} = {ctx.short(node, 40)}` builds a new {member} in every iteration of "
                                  f"the loop that calls `{target}.step()`: its state (moment estimates, momentum) "
                                  f"starts empty at every step, so each update is a first step; build it once "
-                                 f"before the loop", severity=Severity.ERROR)
+                                 f"before the loop", _hoist(sem, statement, loop, ctx), severity=Severity.ERROR)
                 return
 
 
@@ -146,8 +153,88 @@ No fix: moving the construction out of the loop (or storing the property's optim
                     ctx.report(call, f"`{target} = {ctx.short(call, 40)}` gets a new {member} from `{name}` in every "
                                      f"iteration of the loop that calls `{target}.step()`: its state starts empty at "
                                      f"every step, so each update is a first step; build it once before the loop",
-                               severity=Severity.ERROR)
+                               _hoist(sem, statement, loop, ctx), severity=Severity.ERROR)
                     break
+
+
+# Methods that change the object they are called on (a list of parameter groups, a module).
+_MUTATING = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "add_module",
+                       "register_module", "register_parameter", "add_param_group", "setdefault", "__setitem__"})
+
+
+def _hoist(sem, statement: cst.Assign, loop: cst.CSTNode, ctx: RuleContext) -> Optional[FixSpec]:
+    """Move `opt = torch.optim.Adam(...)` from the top level of the loop's body to just before
+    the loop, when what it reads is the same in every iteration (see the docs' Fix safety)."""
+    line = sem.parent(statement)
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or sem.parent(line) is not loop.body \
+            or not isinstance(loop.body, cst.IndentedBlock) or len(loop.body.body) < 2:
+        return None
+    if isinstance(loop, cst.While) or getattr(loop, "asynchronous", None) is not None:
+        return None  # a while loop's test may be what changes the arguments
+    target = statement.targets[0].target
+    root = target
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    if not isinstance(root, cst.Name) or (target is not root and _bound_outside(sem, loop, root.value, statement)):
+        return None
+    if _bound_outside(sem, loop, _spelled(ctx, target), statement, spelled_target=True):
+        return None
+    index = sem.index
+    value = statement.value
+    read = {n.value for n in index.descendants(value, cst.Name)}
+    for name in read:
+        if _bound_outside(sem, loop, name, value):
+            return None
+    for node in index.descendants(loop, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.Call)):
+        if isinstance(node, cst.Call):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _MUTATING and _root_name(func.value) in read:
+                return None
+            continue
+        changed = node.target
+        if isinstance(changed, (cst.Attribute, cst.Subscript)) and _root_name(changed) in read:
+            return None
+    code = ctx.code(statement)
+    comment = line.trailing_whitespace.comment
+    if comment is not None:
+        code += "  " + comment.value
+    return FixSpec("Move the optimizer's construction before the loop",
+                   (RemoveLines(line), InsertBefore(loop, code)), Applicability.UNSAFE)
+
+
+def _spelled(ctx: RuleContext, target: cst.BaseExpression) -> str:
+    return ctx.code(target)
+
+
+def _root_name(expr: cst.BaseExpression) -> Optional[str]:
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _bound_outside(sem, loop: cst.CSTNode, name: str, inside: cst.CSTNode, spelled_target: bool = False) -> bool:
+    """Whether something in `loop` (its target included), other than what lies in `inside`, binds
+    `name` (or, with `spelled_target`, assigns the target spelled `name`, `self.opt`)."""
+    index = sem.index
+    if spelled_target:
+        for node in index.descendants(loop, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+            if index.contains(inside, node):
+                continue
+            if sem.source(node.target) == name:
+                return True
+        if "." in name:
+            return False
+    for each in index.names_under(loop, name):
+        if index.contains(inside, each):
+            continue
+        if sem.values.flow.definition_of_store(each) is not None:
+            return True
+        parent = index.parent.get(each)
+        if type(parent) in (cst.FunctionDef, cst.ClassDef) and parent.name is each:
+            return True
+        if type(parent) in (cst.ImportAlias, cst.AsName, cst.NameItem):
+            return True
+    return False
 
 
 def _stateful(name: str, call: cst.Call) -> bool:

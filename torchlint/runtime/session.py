@@ -48,6 +48,7 @@ from torchlint.runtime.detectors.module_state import ModuleState
 from torchlint.runtime.detectors.modes import Modes
 from torchlint.runtime.forward_shapes import ForwardShapes
 from torchlint.runtime.detectors.retention import Retention
+from torchlint.runtime.detectors.wiring import Wiring
 from torchlint.runtime.frames import Site, UserFrames, caller_of_module_call
 from torchlint.runtime.launcher import StopRun
 from torchlint.runtime.observation import Observation, Observations
@@ -174,6 +175,7 @@ class Session:
         self.failures = Failures(self)
         self.forward_shapes = ForwardShapes()
         self.construction = Construction(self)
+        self.wiring = Wiring(self)
         self.discarded = discarded.Discarded(self)
         self.shapes = ShapeRecorder()
 
@@ -434,6 +436,7 @@ class Session:
             self._root_order.append(key)
         self.module_state.scan_root(module)
         grad = torch.is_grad_enabled()
+        self.wiring.root_call(module, grad)
         if (not grad and module.training) or (grad and any(p.requires_grad for p in module.parameters())):
             caller = caller_of_module_call(sys._getframe(1))
             if caller is not None and self.frames.is_user_file(caller.f_code.co_filename):
@@ -502,6 +505,8 @@ class Session:
                 self.gradients.before_step(optimizer, closure)
                 if id(optimizer) == self._primary:
                     self.retention.check()
+                if not closure:
+                    self.wiring.before_step(optimizer, self.frames.innermost(sys._getframe(1)))
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         finally:
@@ -526,6 +531,7 @@ class Session:
             self.step_of_last_step = step
             with _QUIET():
                 self.gradients.after_step(optimizer, _has_closure(args, kwargs), step)
+                self.wiring.after_step(optimizer)
                 if id(optimizer) == self._primary:
                     self.iteration += 1
                     self.module_state.after_step()

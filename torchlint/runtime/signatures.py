@@ -264,6 +264,14 @@ CODES["TL126"] = Code("a 0-dim tensor used as a dict key",
 RUN_ADVICE["TL126"] = "a tensor used as a dict key hashes by identity and is never found; use `key.item()`"
 _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (("TL126", ("KeyError",), re.compile(r"^'?tensor\(")),)
 
+# -- wiring seen through the optimizer step hooks (TL125, TL134: runtime/detectors/wiring.py) --------
+CODES["TL125"] = Code("an optimizer with state built anew for every step",
+                      "a new optimizer instance stepping the same parameters at each step, each starting "
+                      "with an empty state while the previous one had kept state after its single step")
+CODES["TL134"] = Code("eval() left on in the training loop",
+                      "an optimizer step after forwards (autograd on) of a module with Dropout/BatchNorm, all "
+                      "in eval mode, when that module stepped in training mode before")
+
 # -- a called module without forward (TL128) ---------------------------------------------------------
 # nn.Module's own `forward` is `_forward_unimplemented`, which raises NotImplementedError 'Module [Net]
 # is missing the required "forward" function'; the static finding sits on the class (or the `forward`
