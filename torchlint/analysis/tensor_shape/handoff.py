@@ -9,81 +9,13 @@ facts then run the caller's model on the caller's loader, as if the script did i
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import List, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.tensor_shape.callees import bind_call, project_function
+
 _MAX_DEPTH = 3
-
-
-def project_function(sem, func: cst.BaseExpression, loops: bool = False) -> Optional[Tuple[cst.FunctionDef, Any]]:
-    """The top-level function a call names, in this file or another file of the project; with
-    `loops`, None for a function of a file beside this one that has no `for` at all."""
-    if isinstance(func, cst.Name):
-        definition = sem.reaching_definition(func)
-        if definition is not None and definition.kind == "def" and isinstance(definition.statement, cst.FunctionDef):
-            function = definition.statement
-            return (function, sem) if sem.class_of_method(function) is None else None
-        if definition is None and sem.function_of(func) is not None:  # a module-level def read in a function
-            defined = [s for s in sem.module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))
-                       and s.name.value == func.value]
-            if len(defined) == 1 and isinstance(defined[0], cst.FunctionDef) and \
-                    len(sem.scopes.bindings_in(sem.module, func.value)) == 1:
-                return defined[0], sem
-    project = sem.project
-    qualified = sem.qualified_name(func)
-    if not qualified or project is None or qualified.split(".")[0] in ("torch", "torchvision", "builtins"):
-        return None
-    if loops and not _may_loop(sem, qualified):
-        return None
-    fact = project.fact(qualified)
-    if fact is None or fact.kind != "function":
-        return None
-    from torchlint.analysis import project as project_layer
-
-    parsed = project_layer._read(fact.location[0])
-    if parsed is None or parsed.semantic is None:
-        return None
-    other = parsed.semantic
-    name = qualified.rsplit(".", 1)[-1]
-    for statement in other.module.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
-            return statement, other
-    return None
-
-
-def _may_loop(sem, qualified: str) -> bool:
-    """False when the callee's module is a file beside this one without a `for` anywhere: it
-    cannot feed batches, and needs no parse to say so (`log_utils.rank_log(...)`)."""
-    import os
-
-    from torchlint.analysis.project_files import _text_of
-
-    module = qualified.rsplit(".", 1)[0]
-    if not sem.path or "." in module or module.startswith("."):
-        return True
-    found = _text_of(os.path.join(os.path.dirname(os.path.abspath(sem.path)), module + ".py"))
-    return found is None or "for " in found[0]
-
-
-def bind_call(sem, call: cst.Call, function: cst.FunctionDef) -> Optional[Dict[str, Tuple[Any, cst.BaseExpression]]]:
-    """Each parameter of `function` the call passes: name -> (caller's semantic, argument)."""
-    if any(a.star for a in call.args):
-        return None
-    params = [p.name.value for p in function.params.params]
-    keyword_only = {p.name.value for p in function.params.kwonly_params}
-    bound: Dict[str, Tuple[Any, cst.BaseExpression]] = {}
-    positional = [a for a in call.args if a.keyword is None]
-    if len(positional) > len(params):
-        return None
-    for name, argument in zip(params, positional):
-        bound[name] = (sem, argument.value)
-    for argument in call.args:
-        if argument.keyword is not None:
-            if argument.keyword.value not in params and argument.keyword.value not in keyword_only:
-                return None
-            bound[argument.keyword.value] = (sem, argument.value)
-    return bound
 
 
 def may_be_project_function(sem, func: cst.BaseExpression) -> bool:

@@ -21,6 +21,7 @@ from typing import Any, List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.tensor_shape import dims as D
+from torchlint.analysis.tensor_shape.callees import bind_call, project_function
 from torchlint.analysis.tensor_shape.modules import UNKNOWN, _frozen
 from torchlint.analysis.tensor_shape.modules import evaluate as _evaluate
 
@@ -642,8 +643,6 @@ def returned_loader(sem, expr: cst.BaseExpression) -> Optional[Source]:
     `train_dataloader, test_dataloader, class_names = data_setup.create_dataloaders(...,
     transform=data_transform, batch_size=BATCH_SIZE)`, read through data_setup.py's `DataLoader(
     train_data, batch_size=batch_size)` with the caller's transform and batch size."""
-    from torchlint.analysis.tensor_shape.handoff import bind_call, project_function
-
     if not isinstance(expr, cst.Name):
         return None
     definition = sem.reaching_definition(expr)
