@@ -10,6 +10,7 @@ at the layer's definition when it stands here, else at the call that feeds the m
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -57,6 +58,9 @@ class ModelRun:
     def source(self) -> str:
         """Where the input comes from, its line found only now (a table or message asks)."""
         return self.origin if isinstance(self.origin, str) else self.origin.description
+
+
+_BUILTINS = frozenset(dir(builtins))
 
 
 @dataclass
@@ -211,8 +215,9 @@ class _Builder:
         if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
             return
         func = call.func
-        if not isinstance(func, cst.Name):
-            return
+        if type(func) is not cst.Name or (func.value in _BUILTINS and sem.reaching_definition(func) is None
+                                               and not sem.scopes.bindings_in(sem.module, func.value)):
+            return  # `print(x)`, `len(x)`: no model to ask the value model about
         value = sem.values.of(func)
         if value.kind != "module" or value.module is None:
             return
@@ -242,8 +247,9 @@ class _Builder:
         """A model and a loader handed to a function that runs one on the other
         (`engine.train(model=model, train_dataloader=train_dataloader)`): the model is run here,
         on the loader's batches, and what fails is reported at this call."""
-        if sum(isinstance(a.value, cst.Name) for a in call.args) < 2 or \
-                not isinstance(call.func, (cst.Name, cst.Attribute)):
+        args = call.args
+        if len(args) < 2 or sum(type(a.value) is cst.Name for a in args) < 2 or \
+                type(call.func) not in (cst.Name, cst.Attribute):  # type(): LibCST's ABC isinstance is slow here
             return
         if not H.may_be_project_function(self.sem, call.func):
             return
