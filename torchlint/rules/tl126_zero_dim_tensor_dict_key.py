@@ -82,7 +82,7 @@ know (`topi[0]`): `.item()` works for one element and raises for more.
             if not (isinstance(func, cst.Attribute) and func.attr.value == "get" and positional):
                 return
             base, key, how = func.value, positional[0].value, "get"
-        if not _is_dict(sem, base) or not _zero_dim_key(sem, key):
+        if _literal(key) or not _is_dict(sem, base) or not _zero_dim_key(sem, key):
             return
         atom = isinstance(key, (cst.Name, cst.Call, cst.Attribute, cst.Subscript))
         text = f"{ctx.code(key)}.item()" if atom else f"({ctx.code(key)}).item()"
@@ -98,6 +98,22 @@ know (`topi[0]`): `.item()` works for one element and raises for more.
         ctx.report(key, f"`{ctx.short(key, 40)}` is {what} used as a dict key: tensors hash by identity, "
                         f"so `{ctx.short(node, 40)}` raises KeyError; use `{ctx.short(key, 30)}.item()`", fix,
                    severity=Severity.ERROR)
+
+
+_LITERALS = (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
+
+
+def _literal(key: cst.BaseExpression) -> bool:
+    """`d['lr']`, `x[0]`, `x[-1]`, `grid[0, 1]`: a key no tensor can be, settled before the value
+    model is asked about the container (most subscripts of a file are these)."""
+    kind = type(key)
+    if kind in _LITERALS:
+        return True
+    if kind is cst.UnaryOperation:
+        return type(key.expression) in _LITERALS
+    if kind is cst.Tuple:
+        return all(_literal(e.value) for e in key.elements)
+    return False
 
 
 def _is_dict(sem, expr: cst.BaseExpression) -> bool:

@@ -73,17 +73,19 @@ No fix: how the terms combine is the author's choice.
         scope = sem.scopes.scope_of(target)
         if scope is None or target.value not in backwarded_uses(sem, scope):
             return
+        # The flow questions first: nearly every assignment is read before it is replaced, and
+        # they settle that without the value model.
+        if is_dead_store(sem, target) is not True:
+            return
+        later = _next_store(sem, target, scope)
+        if later is None:
+            return  # never replaced, or no later value is the one backpropagated
         try:
             value = sem.values.of(node.value)
         except Exception:  # noqa: BLE001
             return
         if not (value.kind == LOSS and value.requires_grad):
             return  # a loss: a criterion's output or arithmetic on one (a model's output may be anything)
-        if is_dead_store(sem, target) is not True:
-            return
-        later = _next_store(sem, target, scope)
-        if later is None:
-            return  # never replaced, or no later value is the one backpropagated
         span = node_ranges(sem.module, [later], sem.index).get(later)
         where = f" at line {span[0][0]}" if span is not None and not ctx.path.endswith(".ipynb") else ""
         ctx.report(node, f"`{target.value} = {ctx.short(node.value, 40)}` is overwritten{where} before anything "
