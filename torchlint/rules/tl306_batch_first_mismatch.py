@@ -13,8 +13,10 @@ class BatchFirstMismatch(ShapeRule):
     confirmation_module = "tl306"
     triggers = ("LSTM", "GRU", "RNN", "Attention", "Transformer")
     severity_docs = """
-Always an **error**: nothing raises, but the layer runs its recurrence (or attention) across the
-samples of the batch instead of along each sequence, so every output mixes samples.
+Always an **error**: the layer runs its recurrence (or attention) across the samples of the
+batch instead of along each sequence, so every output mixes samples; nothing raises, unless a
+hidden state built for the batch is passed with the input (`h0 = torch.zeros(layers, x.size(0),
+hidden)`), in which case the first forward raises `Expected hidden[0] size ...`.
 """
     docs = """
 ## What it does
@@ -28,7 +30,10 @@ With `batch_first=False` the layer reads its input as (sequence, batch, features
 sequence, features) it treats the batch as time: the hidden state carries from one sample to the
 next, each "sequence" is one time step of every sample, and the shapes still fit, so nothing
 raises. The model trains, badly, and its predictions for a sample change with the other samples
-in the batch.
+in the batch. Where the forward passes a hidden state built for the batch (`h0 =
+torch.zeros(num_layers, x.size(0), hidden_size)`), the layer expects `(num_layers, L, hidden)`
+instead and torch raises `Expected hidden[0] size (2, 28, 128), got [2, 100, 128]` (measured on
+torch 2.13) for every batch size but the sequence length.
 
 ## Example
 ```python

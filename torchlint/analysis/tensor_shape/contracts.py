@@ -333,6 +333,71 @@ def _recurrent(lstm: bool):
     return apply
 
 
+def _cell(arguments, shape):
+    """`LSTMCell` / `GRUCell` / `RNNCell`: one time step, (batch, input_size) or (input_size,)."""
+    if not _known(shape):
+        return None
+    if len(shape) not in (1, 2):
+        return Misfit("rank", None, (1, 2), len(shape), f"expects 1-D or 2-D input, gets {len(shape)}-D")
+    input_size = _int(arguments["input_size"])
+    if input_size is not None and D.same(shape[-1], input_size) is False:
+        return Misfit("features", "input_size", input_size, shape[-1],
+                      f"expects input_size {input_size} in the last dimension, gets {D.text(shape[-1])}")
+    return shape[:-1] + (_int(arguments["hidden_size"]),)
+
+
+CELLS = frozenset({"LSTMCell", "GRUCell", "RNNCell"})
+RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
+
+
+def state_misfit(name: str, arguments: Dict[str, Any], shape: D.Shape, state: D.Shape,
+                 position: int = 0, batch_differs: bool = False) -> Optional[Misfit]:
+    """A hidden state that does not fit the recurrent layer it is passed to with input `shape`
+    (`position` 0 for h, 1 for an LSTM's c): a cell's state is (batch, hidden_size); an RNN/GRU/
+    LSTM's is (num_layers × directions, batch, hidden_size), the batch being the input's dim 0
+    with batch_first, dim 1 without (an LSTM's h_0 has proj_size where it is set). The text
+    quotes torch's error (measured on torch 2.13). `batch_differs`: the caller knows the state's
+    batch is not the one the layer reads (a batch-first input to a sequence-first layer)."""
+    if shape is None or state is None:
+        return None
+    hidden = _int(arguments.get("hidden_size"))
+    if name in CELLS:
+        if len(shape) != 2 or len(state) != 2:
+            return None
+        if hidden is not None and D.same(state[1], hidden) is False:
+            return Misfit("state", "hidden_size", hidden, state[1],
+                          f"is given a hidden state {D.shape_text(state)} whose last dimension is "
+                          f"{D.text(state[1])}, not its hidden_size {hidden} (torch: `hidden{position} has "
+                          f"inconsistent hidden_size: got {D.text(state[1])}, expected {hidden}`)")
+        if D.same(state[0], shape[0]) is False:
+            return Misfit("state", None, shape[0], state[0],
+                          f"is given a hidden state for a batch of {D.text(state[0])} with an input batch of "
+                          f"{D.text(shape[0])} (torch: `Input batch size {D.text(shape[0])} doesn't match "
+                          f"hidden{position} batch size {D.text(state[0])}`)")
+        return None
+    if name not in RECURRENT or len(shape) != 3 or len(state) != 3:
+        return None
+    batch_first = arguments.get("batch_first")
+    if batch_first not in (True, False):
+        return None
+    batch = shape[0] if batch_first else shape[1]
+    layers, directions = _int(arguments.get("num_layers")), arguments.get("bidirectional")
+    size = hidden
+    if name == "LSTM" and position == 0 and _int(arguments.get("proj_size")) not in (None, 0):
+        size = _int(arguments["proj_size"])
+    expected = (None if layers is None or directions not in (True, False) else layers * (2 if directions else 1),
+                batch, size)
+    if not batch_differs and all(D.same(e, g) is not False for e, g in zip(expected, state) if e is not None):
+        return None
+    layout = "(batch, sequence, features)" if batch_first else "(sequence, batch, features)"
+    which = f"hidden[{position}]" if name == "LSTM" else "hidden"
+    return Misfit("state", "hidden_size", expected, state,
+                  f"expects a hidden state of (num_layers × directions, batch, hidden_size) = "
+                  f"{D.shape_text(expected)} for its input {D.shape_text(shape)}, which it reads as {layout} "
+                  f"(batch_first={batch_first}), but gets {D.shape_text(state)} (torch: `Expected {which} size "
+                  f"({', '.join(D.text(d) for d in expected)}), got [{', '.join(D.text(d) for d in state)}]`)")
+
+
 def _last_dimension(parameter: str, what: str):
     """Layers that read (sequence, batch, features) or (batch, sequence, features) and check the
     features: `MultiheadAttention(embed_dim)`, `Transformer*Layer(d_model)`."""
@@ -508,6 +573,11 @@ _add("Embedding", _params("num_embeddings", "embedding_dim", ("padding_idx", Non
 _add("RNN", _RNN_TANH, _recurrent(False), returns_pair=True)
 _add("GRU", _RNN, _recurrent(False), returns_pair=True)
 _add("LSTM", _LSTM, _recurrent(True), returns_pair=True)
+_CELL = _params("input_size", "hidden_size", ("bias", True), ("device", None), ("dtype", None))
+_add("LSTMCell", _CELL, _cell, returns_pair=True)
+_add("GRUCell", _CELL, _cell)
+_add("RNNCell", _params("input_size", "hidden_size", ("bias", True), ("nonlinearity", "tanh"), ("device", None),
+                        ("dtype", None)), _cell)
 _add("MultiheadAttention", _params("embed_dim", "num_heads", ("dropout", 0.0), ("bias", True), ("add_bias_kv", False),
                                    ("add_zero_attn", False), ("kdim", None), ("vdim", None), ("batch_first", False),
                                    ("device", None), ("dtype", None)), _attention, returns_pair=True)

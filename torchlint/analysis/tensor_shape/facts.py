@@ -29,7 +29,7 @@ from torchlint.analysis.tensor_shape.script import ScriptFrame
 from torchlint.analysis.tensor_shape.values import Tensor
 
 # Problem kinds and the rule that reports them.
-CODES = {"features": "TL301", "rank": "TL301", "view": "TL302", "window": "TL303", "cat": "TL304",
+CODES = {"features": "TL301", "rank": "TL301", "state": "TL301", "view": "TL302", "window": "TL303", "cat": "TL304",
          "broadcast": "TL304", "matmul": "TL304", "batch_first": "TL306"}
 
 
@@ -379,7 +379,7 @@ class _Builder:
         self.facts.runs.append(ModelRun(klass.name.value, "symbolic", shape, interpreter.run.steps, output,
                                         interpreter.run.problems, klass))
         for problem in interpreter.run.problems:
-            if problem.kind in ("features", "cat", "broadcast", "matmul", "view"):
+            if problem.kind in ("features", "state", "cat", "broadcast", "matmul", "view"):
                 self._report(problem, source, None)
 
     # -- reporting
@@ -442,6 +442,8 @@ def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int
                 statements = list(statement.orelse.body.body) + statements
                 continue
             return None
+        if isinstance(statement, cst.For):
+            return _stepped_input(statement, name, layers, depth)
         if not isinstance(statement, cst.SimpleStatementLine):
             return None
         for small in statement.body:
@@ -509,6 +511,46 @@ def _call_on(value, name: str) -> Optional[str]:
     return None
 
 
+def _stepped_input(loop: cst.For, name: str, layers: Dict[str, Any], depth: int) -> Optional[tuple]:
+    """The input of a forward that steps through it (`for x_t in input.split(1, dim=1):
+    h, c = self.cell(x_t, (h, c))`): the step the first layer in the loop takes, with the
+    sequence dimension put back as the symbol L."""
+    iterable, target = loop.iter, loop.target
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
+            and isinstance(iterable.func.value, cst.Name) and iterable.func.value.value == name
+            and iterable.func.attr.value in ("split", "unbind") and isinstance(target, cst.Name)):
+        return None
+    positional = [a.value for a in iterable.args if a.keyword is None]
+    keywords = {a.keyword.value: a.value for a in iterable.args if a.keyword is not None}
+    if iterable.func.attr.value == "split":
+        size = positional[0] if positional else None
+        dim = positional[1] if len(positional) > 1 else keywords.get("dim")
+        if not (isinstance(size, cst.Integer) and size.evaluated_value == 1):
+            return None
+    else:
+        dim = positional[0] if positional else keywords.get("dim")
+    if not isinstance(dim, cst.Integer):
+        return None
+    axis = dim.evaluated_value
+    for statement in loop.body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return None
+        for small in statement.body:
+            attribute = _call_on(getattr(small, "value", None), target.value)
+            if attribute is None:
+                continue
+            step = _first_layer_input(layers.get(attribute), depth)
+            if step is None or axis > len(step):
+                return None
+            if iterable.func.attr.value == "split":
+                if axis >= len(step) or step[axis] != 1:
+                    return None
+                return step[:axis] + (D.symbol("L"),) + step[axis + 1:]
+            return step[:axis] + (D.symbol("L"),) + step[axis:]
+        return None
+    return None
+
+
 def _first_layer_input(layer: Any, depth: int = 0) -> Optional[tuple]:
     while isinstance(layer, Sequence_) and layer.kind == "Sequential" and layer.layers:
         layer = layer.layers[0]
@@ -532,6 +574,8 @@ def _first_layer_input(layer: Any, depth: int = 0) -> Optional[tuple]:
         return (batch, arguments["in_features"])
     if name == "Embedding":
         return (batch, D.symbol("L"))
+    if name in C.CELLS and isinstance(arguments.get("input_size"), int):
+        return (batch, arguments["input_size"])
     return None
 
 
@@ -583,6 +627,11 @@ def _message(problem: Problem, source: I.Source, sem, at_feed: bool) -> Tuple[st
 def _consequence(problem: Problem, source: I.Source) -> str:
     misfit = problem.misfit
     batch = str(source.batch_size) if source.batch_size else "N"
+    if problem.kind == "batch_first" and misfit is not None:  # a hidden state built for the batch
+        torch_error = misfit.text.split("(torch: ", 1)[-1].rstrip(")")
+        return (f"the hidden state passed with it is built for the batch, so the forward raises {torch_error} "
+                f"for every batch size but {D.text(misfit.expected[1])}; pass batch_first=True (or feed "
+                f"`x.transpose(0, 1)`)")
     if problem.kind == "batch_first":
         return ("nothing raises: every time step mixes the samples of the batch and the sequence is read as "
                 "the batch; pass batch_first=True (or feed `x.transpose(0, 1)`)")

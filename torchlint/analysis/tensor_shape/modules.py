@@ -968,6 +968,30 @@ def _assigned_names(node: cst.CSTNode, sem=None) -> List[str]:
     return found
 
 
+def _time_step(iterable, frame, interpreter, certain: bool) -> Optional[Tensor]:
+    """One element of `x.split(1, dim=d)` (size 1 along d) or `x.unbind(d)` (d removed), where
+    x's shape is known: every element has that shape."""
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value in ("split", "unbind")) or any(a.star for a in iterable.args):
+        return None
+    receiver = interpreter.expr(iterable.func.value, frame, certain)
+    if not isinstance(receiver, Tensor) or receiver.shape is None:
+        return None
+    arguments = [evaluate(frame.sem, a.value, {}, 0) for a in iterable.args if a.keyword is None]
+    keywords = {a.keyword.value: evaluate(frame.sem, a.value, {}, 0) for a in iterable.args if a.keyword is not None}
+    shape = receiver.shape
+    if iterable.func.attr.value == "split":
+        size = arguments[0] if arguments else keywords.get("split_size_or_sections", keywords.get("split_size"))
+        dim = arguments[1] if len(arguments) > 1 else keywords.get("dim", 0)
+        if size != 1 or not isinstance(dim, int) or isinstance(dim, bool) or not -len(shape) <= dim < len(shape):
+            return None
+        return Tensor(tuple(1 if i == dim % len(shape) else d for i, d in enumerate(shape)))
+    dim = arguments[0] if arguments else keywords.get("dim", 0)
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -len(shape) <= dim < len(shape):
+        return None
+    return Tensor(tuple(d for i, d in enumerate(shape) if i != dim % len(shape)))
+
+
 def _assigned_in(sem, node: cst.CSTNode) -> List[str]:
     found: List[str] = []
 
@@ -1083,11 +1107,23 @@ class Interpreter:
         label = layer.name or layer.contract.name
         if layer.contract.name in _SEQUENCE_LAYERS and layer.arguments.get("batch_first") is False \
                 and before is not None and len(before) == 3 and before[0] == BATCH:
+            state = inputs[1] if len(inputs) > 1 and layer.contract.name in C.RECURRENT else None
+            if isinstance(state, Tup) and state.items:
+                state = state.items[0]
+            raised = None  # a hidden state built for the batch as dim 0 makes torch raise
+            if isinstance(state, Tensor) and state.shape is not None and len(state.shape) == 3 \
+                    and state.shape[1] == BATCH:
+                raised = C.state_misfit(layer.contract.name, layer.arguments, before, state.shape, batch_differs=True)
             self._problem(Problem(
                 "batch_first", node, sem,
                 f"is built with batch_first=False, so it reads (sequence, batch, features), but its input is "
-                f"{D.shape_text(before)} with the batch first", layer.node, None, tuple(self.run.steps), certain,
+                f"{D.shape_text(before)} with the batch first", layer.node, raised, tuple(self.run.steps), certain,
                 label, arguments=layer.arguments))
+            if raised is not None:
+                return UNKNOWN
+        if len(inputs) > 1 and layer.contract.name in C.CELLS | C.RECURRENT and \
+                self._state_misfits(layer, before, inputs[1], node, sem, certain, label):
+            return UNKNOWN  # torch raises here: what follows never runs
         result = layer.contract.apply(layer.arguments, before)
         if isinstance(result, C.Misfit):
             self._problem(Problem(result.kind, node, sem, result.text, layer.node, result, tuple(self.run.steps),
@@ -1106,6 +1142,25 @@ class Interpreter:
         if layer.contract.returns_pair:
             return Tup((output, UNKNOWN))
         return output
+
+    def _state_misfits(self, layer: Layer, shape, state: Any, node, sem, certain: bool, label: str) -> bool:
+        """The hidden state passed with the input: `lstm(x, (h0, c0))`, `cell(x_t, (h, c))`, `gru(x, h0)`."""
+        name = layer.contract.name
+        if name in ("LSTM", "LSTMCell"):
+            if not isinstance(state, Tup) or len(state.items) != 2:
+                return False
+            states = list(state.items)
+        else:
+            states = [state]
+        for position, value in enumerate(states):
+            if not isinstance(value, Tensor):
+                continue
+            misfit = C.state_misfit(name, layer.arguments, shape, value.shape, position)
+            if misfit is not None:
+                self._problem(Problem("state", node, sem, misfit.text, layer.node, misfit, tuple(self.run.steps),
+                                      certain, label, arguments=layer.arguments), layer)
+                return True
+        return False
 
     def _problem(self, problem: Problem, layer: Optional[Layer] = None) -> None:
         problem.calls = tuple(self._calls)
@@ -1188,6 +1243,15 @@ class Interpreter:
                     frame.env[statement.target.value] = layer
                     if not self._block(statement.body.body, frame, certain):
                         return False
+                return True
+            piece = _time_step(statement.iter, frame, self, certain)
+            if piece is not None and isinstance(statement.target, cst.Name) and statement.orelse is None:
+                # `for x_t in x.split(1, dim=1)`: the body once, on one step; what it binds after
+                # the loop may come from any step, so it is unknown there
+                frame.env[statement.target.value] = piece
+                self._block(statement.body.body, frame, certain)
+                for name in _assigned_names(statement, frame.sem):
+                    frame.env[name] = UNKNOWN
                 return True
             for name in _assigned_names(statement, frame.sem):
                 frame.env[name] = UNKNOWN

@@ -47,7 +47,44 @@ encoder = Encoder().to(DEVICE)
 out = encoder(torch.randn(2, 3, 16, 16, device=DEVICE))
 """
 
+_CELLS = """\
+import torch
+import torch.nn as nn
+
+
+class Waves(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm1 = nn.LSTMCell(1, 51)
+        self.lstm2 = nn.LSTMCell(51, 64)
+        self.linear = nn.Linear(64, 1)
+
+    def forward(self, input):
+        outputs = []
+        h_t = torch.zeros(input.size(0), 51, device=input.device)
+        c_t = torch.zeros(input.size(0), 51, device=input.device)
+        h_t2 = torch.zeros(input.size(0), {state}, device=input.device)
+        c_t2 = torch.zeros(input.size(0), {state}, device=input.device)
+        for input_t in input.split(1, dim=1):
+            h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+            h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+            outputs += [self.linear(h_t2)]
+        return torch.cat(outputs, dim=1)
+
+
+out = Waves().to(DEVICE)(torch.randn(4, 20, device=DEVICE))
+"""
+
 CASES = [
+    Case(
+        rule="TL301",
+        title="LSTMCell widened to 64 while its hidden states stay 51 wide: the first step raises",
+        bad=_CELLS.format(state=51),
+        good=_CELLS.format(state=64),
+        bad_line=9,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "hidden0 has inconsistent hidden_size: got 51, expected 64"},
+    ),
     Case(
         rule="TL301",
         title="CIFAR tutorial with conv2's kernel changed to 3: fc1 gets 576 features, not 400",
