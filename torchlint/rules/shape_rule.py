@@ -14,7 +14,8 @@ from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 # Every shape finding needs one of these in the file or a project file it imports: a layer,
 # a reshaping op, a concatenation or a loss.
 SHAPE_TRIGGERS = ("Linear", "Conv", "Norm", "LSTM", "GRU", "RNN", "Attention", "Transformer", "Embedding",
-                  "Pool", "view", "reshape", "cat", "Loss", "loss", "Normalize", "summary", "Shuffle", "Sequential")
+                  "Pool", "pool", "view", "reshape", "flatten", "softmax", "Dropout", "cat", "Loss", "loss", "Normalize",
+                  "summary", "Shuffle", "Sequential")
 
 
 class ShapeRule(Rule):

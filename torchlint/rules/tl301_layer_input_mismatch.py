@@ -9,7 +9,7 @@ from torchlint.rules.shape_rule import ShapeRule
 class LayerInputMismatch(ShapeRule):
     code = "TL301"
     name = "layer-input-mismatch"
-    summary = "A layer gets an input that does not fit its definition: the first forward raises"
+    summary = "A layer or tensor op gets an input that does not fit its definition: the first forward raises"
     fix_availability = "sometimes"
     confirmation_module = "tl301"
     severity_docs = """
@@ -30,11 +30,18 @@ flags the layer whose input does not fit its definition:
   sizes; `nn.InstanceNormNd(..., affine=True)` likewise;
 - `nn.LSTM`/`GRU`/`RNN(input_size, ...)`, `nn.MultiheadAttention(embed_dim, ...)` and the
   `nn.Transformer*Layer(d_model, ...)` fed another feature size;
-- a layer fed a tensor of a rank it does not take (`BatchNorm2d` after `Flatten`).
+- `nn.LSTMCell`/`GRUCell`/`RNNCell` and `nn.LSTM`/`GRU`/`RNN` given a hidden state whose size
+  does not fit them (`hidden0 has inconsistent hidden_size: got 51, expected 64`);
+- a layer fed a tensor of a rank it does not take (`BatchNorm2d` after `Flatten`, `Dropout2d` on
+  a 1-D tensor);
+- a tensor op whose arguments do not fit the tensor it is given: a `dim` out of range
+  (`torch.flatten(x, 4)` of a 4-D tensor, `F.log_softmax(x, 4)`), `flatten` from a later to an
+  earlier dim, `F.max_pool2d` of a 2-D tensor or padded by more than half its window.
 
 The input comes from the data pipeline (a torchvision dataset and its transforms, a
 `TensorDataset`, a `DataLoader` batch), a tensor built with literal sizes (`torch.randn(1, 3, 32,
-32)`), or `summary(model, (3, 32, 32))`, in this file or the model's file. A model nothing known
+32)`), or `summary(model, (3, 32, 32))`, in this file or the model's file; a script's own
+top-level tensor ops are checked on the tensors it builds. A model nothing known
 feeds is checked for every input size: only a mismatch that no input height or width can avoid
 is reported (a channel count that does not chain, a `Linear` no flattened size can reach).
 

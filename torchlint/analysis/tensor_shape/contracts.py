@@ -107,7 +107,8 @@ def _rank_misfit(name: str, shape, n: int, batched_only: bool = False) -> Option
         return None
     expected = " or ".join(f"{r}-D" for r in ranks)
     return Misfit("rank", None, ranks, len(shape),
-                  f"takes {expected} input ({'(N, C, ' if n else ''}{', '.join('HW'[:n]) if n <= 2 else 'D, H, W'}), gets {len(shape)}-D")
+                  f"takes {expected} input ({'[N,] C, ' if n else ''}{', '.join('HW'[:n]) if n <= 2 else 'D, H, W'}), "
+                  f"gets {len(shape)}-D")
 
 
 def _conv(n: int, transposed: bool = False):
@@ -198,6 +199,11 @@ def _pool(n: int, has_dilation: bool):
             if None in (kernel[axis], stride[axis], padding[axis], dilation[axis]):
                 spatial.append(None)
                 continue
+            if padding[axis] > (dilation[axis] * (kernel[axis] - 1) + 1) // 2:
+                return Misfit("arguments", "padding", (dilation[axis] * (kernel[axis] - 1) + 1) // 2, padding[axis],
+                              f"pads {padding[axis]} on each side of a {kernel[axis]}-wide window: torch raises "
+                              f"`pad should be at most half of effective kernel size, but got pad={padding[axis]}, "
+                              f"kernel_size={kernel[axis]} and dilation={dilation[axis]}`")
             out = D.window(length, kernel[axis], stride[axis], padding[axis], dilation[axis], ceil)
             if D.is_known(out) and out < 1:
                 return Misfit("window", "kernel_size", kernel[axis], length,
@@ -551,8 +557,17 @@ def _add(name: str, parameters, apply, returns_pair: bool = False) -> None:
     LAYERS[name] = Contract(name, parameters, apply, returns_pair)
 
 
+def _feature_dropout(arguments, shape):
+    """`Dropout1d/2d/3d` zero whole channels: a 1-D input has none (`Feature dropout requires at
+    least 2 dimensions in the input`, measured on torch 2.13)."""
+    if shape is not None and len(shape) < 2:
+        return Misfit("rank", None, 2, len(shape), f"zeroes whole channels and needs at least a 2-D input, gets "
+                                                    f"{len(shape)}-D {D.shape_text(shape)}")
+    return shape
+
+
 for _name in IDENTITY_LAYERS:
-    _add(_name, (("*", None),), _same)
+    _add(_name, (("*", None),), _feature_dropout if _name in ("Dropout1d", "Dropout2d", "Dropout3d") else _same)
 for _n in (1, 2, 3):
     _add(f"Conv{_n}d", _CONV, _conv(_n))
     _add(f"ConvTranspose{_n}d", _CONV_T, _conv(_n, transposed=True))

@@ -29,7 +29,7 @@ from torchlint.analysis.tensor_shape.script import ScriptFrame
 from torchlint.analysis.tensor_shape.values import Tensor
 
 # Problem kinds and the rule that reports them.
-CODES = {"features": "TL301", "rank": "TL301", "state": "TL301", "view": "TL302", "window": "TL303", "cat": "TL304",
+CODES = {"features": "TL301", "rank": "TL301", "state": "TL301", "dim": "TL301", "arguments": "TL301", "view": "TL302", "window": "TL303", "cat": "TL304",
          "broadcast": "TL304", "matmul": "TL304", "batch_first": "TL306"}
 
 
@@ -118,8 +118,13 @@ class _Builder:
                       if id(klass) not in self._fed_classes]
         for klass in self.unfed:
             self._symbolic_class(klass)
-        if self._outputs:
-            for call in sem.index.nodes(cst.Call):
+        for statement in _script_statements(sem.module):
+            self._script_op(statement)
+        for call in sem.index.nodes(cst.Call):
+            # A criterion object is asked about only where some model's output is known; a
+            # functional loss (`F.nll_loss(a, b)`) costs nothing to recognise.
+            if self._outputs or (type(call.func) is cst.Attribute and
+                                 (sem.qualified_name(call.func) or "").startswith("torch.nn.functional.")):
                 self._loss(call)
         self._settle_fixes()
         self.facts.fitted = self._fitted
@@ -178,6 +183,27 @@ class _Builder:
                     if problem.certain and (problem.definition in sem.index.order or problem.node in sem.index.order):
                         self._report(problem, _elsewhere(source, other, sibling), None)
 
+    # -- tensor ops the script itself runs
+    def _script_op(self, call: cst.Call) -> None:
+        """`F.max_pool2d(a, 29)`, `torch.flatten(a, 6)`, `a.view(...)` at the top level of a script,
+        on tensors whose sizes it fixes: what torch raises there."""
+        sem = self.sem
+        func = call.func
+        qualified = sem.qualified_name(func) or ""
+        if qualified.startswith("torch."):
+            if qualified.startswith("torch.nn.") and not qualified.startswith("torch.nn.functional."):
+                return  # a layer's constructor
+        elif not (type(func) is cst.Attribute and func.attr.value in _SCRIPT_METHODS and not qualified):
+            return
+        frame = ScriptFrame(sem, self._module_value)
+        interpreter = Interpreter(self._fitted)
+        interpreter.expr(call, frame, True)
+        source = frame.last_source
+        if source is None:
+            return
+        for problem in interpreter.run.problems:
+            self._report(problem, source, call)
+
     # -- losses
     def _loss(self, call: cst.Call) -> None:
         sem = self.sem
@@ -192,16 +218,19 @@ class _Builder:
         output = interpreter.expr(positional[0], frame, True)
         if not isinstance(output, Tensor) or output.shape is None:
             return
+        output_source = frame.last_source
         frame.last_source = None
         target = interpreter.expr(positional[1], frame, True)
         if not isinstance(target, Tensor) or target.shape is None or frame.last_source is None:
             return
-        problem = L.check(loss, output.shape, target.shape, frame.last_source.batch_sizes)
+        sizes = frame.last_source.batch_sizes or (output_source.batch_sizes if output_source is not None else ())
+        problem = L.check(loss, output.shape, target.shape, sizes)
         if problem is None or (call, "loss") in self._reported:
             return
         self._reported.add((call, "loss"))
+        what = "the model's output" if self._outputs else "the input"
         self.facts.findings.append(Finding(
-            "TL305", call, f"`{I.short_text(sem, call, 50)}`: {problem} (the model's output is {D.shape_text(output.shape)}, "
+            "TL305", call, f"`{I.short_text(sem, call, 50)}`: {problem} ({what} is {D.shape_text(output.shape)}, "
                            f"the target {D.shape_text(target.shape)}: {frame.last_source.description})"))
 
     # -- models fed with a known input
@@ -417,6 +446,28 @@ class _Builder:
                         finding.fix = None
                         finding.message = finding.message.split("; build it with ")[0] + \
                             "; another input of this program fits the layer as it is, so no size suits both"
+
+
+_SCRIPT_METHODS = frozenset({"view", "reshape", "flatten", "permute", "transpose", "squeeze", "unsqueeze",
+                             "expand", "matmul", "mm", "bmm", "softmax", "log_softmax"})
+
+
+def _script_statements(module: cst.Module):
+    """The calls a script runs at its top level (also under `if __name__ == "__main__":`), as
+    statements or assigned: `y = F.log_softmax(a, 4)`."""
+    pending = list(module.body)
+    while pending:
+        statement = pending.pop(0)
+        if isinstance(statement, cst.If) and isinstance(statement.test, cst.Comparison) and \
+                isinstance(statement.test.left, cst.Name) and statement.test.left.value == "__name__":
+            pending[:0] = list(statement.body.body)
+            continue
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            value = getattr(small, "value", None) if isinstance(small, (cst.Expr, cst.Assign, cst.AnnAssign)) else None
+            if type(value) is cst.Call:
+                yield value
 
 
 def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int, sem) -> Optional[tuple]:

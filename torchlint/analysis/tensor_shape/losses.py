@@ -49,7 +49,12 @@ def check(loss: str, output: D.Shape, target: D.Shape, batch_sizes=()) -> Option
             return (f"{loss} takes class indices of shape (N,) for an (N, C) input, and this target has an extra "
                     f"dimension of size 1: the forward raises `RuntimeError: 0D or 1D target tensor expected, "
                     f"multi-target not supported`; pass `target.squeeze(1)` or build the labels as (N,)")
-        return None
+        found = _class_index_sizes(loss, output, target)
+        for size in () if found else batch_sizes or ():  # a batch of the size the code fixes
+            found = _class_index_sizes(loss, _at(output, size), _at(target, size))
+            if found:
+                break
+        return found
     if loss in SAME_SIZE:
         if len(output) != len(target) or any(D.same(a, b) is False for a, b in zip(output, target)):
             hint = "use `output.squeeze(1)` or `target.unsqueeze(1).float()`" if (
@@ -72,6 +77,27 @@ def check(loss: str, output: D.Shape, target: D.Shape, batch_sizes=()) -> Option
                 return (f"{loss} of a {D.shape_text(a)} output against a {D.shape_text(b)} target cannot broadcast "
                         f"({joined}) at a batch of {size}: it raises `RuntimeError: The size of tensor a ... must "
                         f"match the size of tensor b`; the model's output and the target need the same shape")
+    return None
+
+
+def _class_index_sizes(loss: str, output: D.Shape, target: D.Shape) -> Optional[str]:
+    """Class indices for an (N, C, d1, ...) input are (N, d1, ...); a target with as many
+    dimensions as the input holds class probabilities. Torch's errors measured on torch 2.13."""
+    if len(output) < 2 or len(target) == len(output):
+        return None
+    shown = f"{D.shape_text(output)} input and a {D.shape_text(target)} target"
+    if len(target) == len(output) - 1:
+        if D.same(output[0], target[0]) is False:
+            return (f"{loss} of a {shown}: the batch sizes differ, so it raises `ValueError: Expected input "
+                    f"batch_size ({D.text(output[0])}) to match target batch_size ({D.text(target[0])})`")
+        if any(D.same(a, b) is False for a, b in zip(output[2:], target[1:])):
+            return (f"{loss} of a {shown}: class indices for an (N, C, d1, ...) input are (N, d1, ...), so it "
+                    f"raises `RuntimeError: size mismatch (got input: [...], target: [...])`")
+        return None
+    if len(output) > 2 and len(target) != 1:
+        return (f"{loss} of a {shown}: class indices for a {len(output)}-D input are {len(output) - 1}-D (N, d1, ...), "
+                f"so it raises `RuntimeError: only batches of spatial targets supported ({len(output) - 1}D tensors) "
+                f"but got targets of dimension: {len(target)}`")
     return None
 
 

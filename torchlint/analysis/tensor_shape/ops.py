@@ -287,7 +287,7 @@ def tensor_method(name: str, shape: D.Shape, positional: List[Any], keywords: Di
     if name == "flatten":
         start = _python(positional[0]) if positional else _python(keywords.get("start_dim", 0))
         end = _python(positional[1]) if len(positional) > 1 else _python(keywords.get("end_dim", -1))
-        return Tensor(C.flatten_shape(shape, start, end))
+        return _flattened("flatten", shape, start, end)
     if name in ("transpose", "swapaxes", "swapdims"):
         if len(positional) == 2:
             a, b = _axis(positional[0], rank), _axis(positional[1], rank)
@@ -358,6 +358,11 @@ def function(qualified: str, positional: List[Any], keywords: Dict[str, Any], ba
     first = positional[0] if positional else keywords.get("input")
     shape = first.shape if isinstance(first, Tensor) else None
     if name in _IDENTITY_FUNCTIONS and (functional or len(parts) == 2):
+        if name in _DIM_FUNCTIONS and shape is not None:
+            dim = positional[1] if len(positional) > 1 else keywords.get("dim")
+            problem = _dim_problem(f"{'F' if functional else 'torch'}.{name}", shape, _python(dim))
+            if problem is not None:
+                return problem
         return Tensor(shape) if isinstance(first, Tensor) else UNKNOWN
     if name in _POOL_FUNCTIONS and functional:
         contract = C.LAYERS[_POOL_FUNCTIONS[name]]
@@ -367,12 +372,13 @@ def function(qualified: str, positional: List[Any], keywords: Dict[str, Any], ba
             return UNKNOWN
         result = contract.apply(arguments, shape)
         if isinstance(result, C.Misfit):
-            return OpProblem("window", f"`F.{name}` {result.text}")
+            return OpProblem(result.kind if result.kind in ("window", "rank", "arguments") else "window",
+                             f"`F.{name}` {result.text}")
         return Tensor(result)
     if name == "flatten" and len(parts) == 2 and isinstance(first, Tensor):
         start = _python(positional[1]) if len(positional) > 1 else _python(keywords.get("start_dim", 0))
         end = _python(positional[2]) if len(positional) > 2 else _python(keywords.get("end_dim", -1))
-        return Tensor(C.flatten_shape(shape, start, end))
+        return _flattened("torch.flatten", shape, start, end)
     if name in ("cat", "concat", "concatenate", "stack") and len(parts) == 2:
         return _cat(name, first, positional[1] if len(positional) > 1 else keywords.get("dim", 0))
     if name in ("matmul", "mm", "bmm") and len(parts) == 2 and len(positional) == 2:
@@ -403,6 +409,33 @@ def function(qualified: str, positional: List[Any], keywords: Dict[str, Any], ba
     if len(parts) == 2 and isinstance(first, Tensor):
         return tensor_method(name, shape, positional[1:], keywords, batch)
     return UNKNOWN
+
+
+_DIM_FUNCTIONS = frozenset({"softmax", "log_softmax"})
+
+
+def _dim_problem(name: str, shape: D.Shape, dim: Any) -> Optional[OpProblem]:
+    """A `dim` argument outside the tensor's rank: torch raises IndexError."""
+    rank = len(shape)
+    if not isinstance(dim, int) or isinstance(dim, bool) or -max(rank, 1) <= dim < max(rank, 1):
+        return None
+    return OpProblem("dim", f"`{name}` with dim={dim} of a {rank}-D tensor {D.shape_text(shape)}: torch raises "
+                            f"`IndexError: Dimension out of range (expected to be in range of [{-max(rank, 1)}, "
+                            f"{max(rank, 1) - 1}], but got {dim})`")
+
+
+def _flattened(name: str, shape: D.Shape, start: Any, end: Any) -> Any:
+    if shape is not None:
+        for dim in (start, end):
+            problem = _dim_problem(name, shape, dim)
+            if problem is not None:
+                return problem
+        rank = max(len(shape), 1)
+        if isinstance(start, int) and isinstance(end, int) and not isinstance(start, bool) \
+                and not isinstance(end, bool) and start % rank > end % rank:
+            return OpProblem("dim", f"`{name}` from dim {start} to dim {end} of a {len(shape)}-D tensor: torch raises "
+                                    f"`RuntimeError: flatten() has invalid args: start_dim cannot come after end_dim`")
+    return Tensor(C.flatten_shape(shape, start, end))
 
 
 _SIZED_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full"})

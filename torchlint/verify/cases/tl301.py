@@ -75,7 +75,70 @@ class Waves(nn.Module):
 out = Waves().to(DEVICE)(torch.randn(4, 20, device=DEVICE))
 """
 
+_SCRIPT_OP = """\
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+images = torch.rand(10, 3, 28, 28, device=DEVICE)
+out = {op}
+"""
+
 CASES = [
+    Case(
+        rule="TL301",
+        title="torch.flatten(images, 4) of a 4-D tensor: dim 4 is out of range",
+        bad=_SCRIPT_OP.format(op="torch.flatten(images, 4)"),
+        good=_SCRIPT_OP.format(op="torch.flatten(images, 1)"),
+        bad_line=6,
+        probe="raises",
+        expect={"exc": "IndexError", "match": "Dimension out of range (expected to be in range of [-4, 3], but got 4)"},
+    ),
+    Case(
+        rule="TL301",
+        title="torch.flatten(images, 2, 1): start_dim after end_dim",
+        bad=_SCRIPT_OP.format(op="torch.flatten(images, 2, 1)"),
+        good=_SCRIPT_OP.format(op="torch.flatten(images, 1, 2)"),
+        bad_line=6,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "start_dim cannot come after end_dim"},
+    ),
+    Case(
+        rule="TL301",
+        title="F.log_softmax(images, 4) of a 4-D tensor: dim 4 is out of range",
+        bad=_SCRIPT_OP.format(op="F.log_softmax(images, 4)"),
+        good=_SCRIPT_OP.format(op="F.log_softmax(images, -1)"),
+        bad_line=6,
+        probe="raises",
+        expect={"exc": "IndexError", "match": "Dimension out of range"},
+    ),
+    Case(
+        rule="TL301",
+        title="F.max_pool2d with padding 3 around a 2-wide window",
+        bad=_SCRIPT_OP.format(op="F.max_pool2d(images, 2, 2, 3)"),
+        good=_SCRIPT_OP.format(op="F.max_pool2d(images, 2, 2, 1)"),
+        bad_line=6,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "pad should be at most half of effective kernel size"},
+    ),
+    Case(
+        rule="TL301",
+        title="F.max_pool2d of a 2-D tensor: it takes 3-D or 4-D input",
+        bad=_SCRIPT_OP.format(op="F.max_pool2d(images[0, 0], 2)"),
+        good=_SCRIPT_OP.format(op="F.max_pool2d(images[0], 2)"),
+        bad_line=6,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "3D or 4D (batch mode) tensor expected for input"},
+    ),
+    Case(
+        rule="TL301",
+        title="nn.Dropout2d on a 1-D tensor: feature dropout needs at least 2 dimensions",
+        bad=_SCRIPT_OP.format(op="torch.rand(100, device=DEVICE)\ndrop = nn.Dropout2d()\nout = drop(out)"),
+        good=_SCRIPT_OP.format(op="images\ndrop = nn.Dropout2d()\nout = drop(out)"),
+        bad_line=7,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "Feature dropout requires at least 2 dimensions in the input"},
+    ),
     Case(
         rule="TL301",
         title="LSTMCell widened to 64 while its hidden states stay 51 wide: the first step raises",

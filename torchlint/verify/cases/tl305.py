@@ -33,7 +33,34 @@ for images, labels in loader:
     loss = {loss}
 """
 
+_SEGMENTATION = """\
+import torch
+import torch.nn.functional as F
+
+logits = torch.randn(2, 3, 4, 5, device=DEVICE)
+labels = torch.randint(0, 3, {labels}, device=DEVICE)
+loss = F.cross_entropy(logits, labels)
+"""
+
 CASES = [
+    Case(
+        rule="TL305",
+        title="cross_entropy of (2, 3, 4, 5) scores against (3, 4, 5) labels: the batch sizes differ",
+        bad=_SEGMENTATION.format(labels="(3, 4, 5)"),
+        good=_SEGMENTATION.format(labels="(2, 4, 5)"),
+        bad_line=6,
+        probe="raises",
+        expect={"exc": "ValueError", "match": "Expected input batch_size (2) to match target batch_size (3)"},
+    ),
+    Case(
+        rule="TL305",
+        title="cross_entropy of (2, 3, 4, 5) scores against (2, 5) labels: spatial targets are 3-D",
+        bad=_SEGMENTATION.format(labels="(2, 5)"),
+        good=_SEGMENTATION.format(labels="(2, 4, 5)"),
+        bad_line=6,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "only batches of spatial targets supported (3D tensors)"},
+    ),
     Case(
         rule="TL305",
         title="MSELoss of an (N, 1) output against (N,) targets broadcasts to N×N",
