@@ -172,3 +172,36 @@ def test_found_counts_only_new_shape_findings_and_where_they_are(bench, mirror, 
     assert rows["channels"]["found"] and not rows["channels"]["found_near"]  # line 11, three below the edit
     assert not rows["pooling"]["found"]  # the original's finding is not counted
     assert [f["code"] for f in result["originals"]["net"]["findings"]] == ["TL302"]
+
+
+def _pytea_harness():
+    spec = importlib.util.spec_from_file_location("pytea_units", ROOT / "bench" / "pytea_units.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_pytea_harness_reads_the_unit_tests_from_a_snapshot_and_counts_fails_and_passes(tmp_path):
+    """A synthetic snapshot holding PyTea's layout at the pinned commit: the harness lints each case
+    and counts flagged fail cases and silent pass cases (lint mode: no torch)."""
+    harness = _pytea_harness()
+    work = tmp_path / "work"
+    folder = work / harness.FOLDER
+    (folder / "fails").mkdir(parents=True)
+    (folder / "passes").mkdir(parents=True)
+    (folder / "fails" / "fail_flatten01.py").write_text(
+        "import torch\na = torch.rand(2, 3, 4)\nb = torch.flatten(a, 3)\n")
+    (folder / "passes" / "pass_flatten01.py").write_text(
+        "import torch\na = torch.rand(2, 3, 4)\nb = torch.flatten(a, 1)\n")
+    git = ["git", "-C", str(work), "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-qm", "units"], check=True)
+    commit = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    mirror = tmp_path / "mirror"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirror / harness.PYTEA / "repo")], check=True)
+    harness.COMMIT = commit
+    rows = harness.run(mirror, confirm=False)
+    assert {r["case"]: bool(r["findings"]) for r in rows} == {
+        "fails/fail_flatten01.py": True, "passes/pass_flatten01.py": False}
+    assert "found: 1 of 1" in harness.table(rows, False)
