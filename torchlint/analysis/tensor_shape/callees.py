@@ -24,26 +24,35 @@ def project_function(sem, func: cst.BaseExpression, loops: bool = False) -> Opti
             if len(defined) == 1 and isinstance(defined[0], cst.FunctionDef) and \
                     len(sem.scopes.bindings_in(sem.module, func.value)) == 1:
                 return defined[0], sem
-    project = sem.project
     qualified = sem.qualified_name(func)
+    if qualified and loops and not _may_loop(sem, qualified):
+        return None
+    found = project_definition(sem, qualified, "function")
+    if found is None:
+        return None
+    other = found[1]
+    name = qualified.rsplit(".", 1)[-1]
+    for statement in other.module.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement, other
+    return None
+
+
+def project_definition(sem, qualified: Optional[str], kind: str) -> Optional[Tuple[Any, Any]]:
+    """(fact, semantic of its file) for a name another file of the project defines as `kind`
+    ("function", "module class"); None for library names and anything else."""
+    project = sem.project
     if not qualified or project is None or qualified.split(".")[0] in ("torch", "torchvision", "builtins"):
         return None
-    if loops and not _may_loop(sem, qualified):
-        return None
     fact = project.fact(qualified)
-    if fact is None or fact.kind != "function":
+    if fact is None or fact.kind != kind:
         return None
     from torchlint.analysis import project as project_layer
 
     parsed = project_layer._read(fact.location[0])
     if parsed is None or parsed.semantic is None:
         return None
-    other = parsed.semantic
-    name = qualified.rsplit(".", 1)[-1]
-    for statement in other.module.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
-            return statement, other
-    return None
+    return fact, parsed.semantic
 
 
 def _may_loop(sem, qualified: str) -> bool:

@@ -23,6 +23,7 @@ import libcst as cst
 from torchlint.analysis.tensor_shape import contracts as C
 from torchlint.analysis.tensor_shape import dims as D
 from torchlint.analysis.tensor_shape import ops
+from torchlint.analysis.tensor_shape.callees import project_definition
 from torchlint.analysis.tensor_shape.values import Num, Tensor, Tup
 
 UNKNOWN = C.UNKNOWN
@@ -702,17 +703,10 @@ def project_class(sem, func: cst.BaseExpression) -> Optional[Tuple[cst.ClassDef,
     project = sem.project
     if qualified is None and isinstance(func, cst.Name) and project is not None:
         qualified = _star_imported(sem, func.value)
-    if not qualified or project is None or qualified.split(".")[0] in ("torch", "torchvision", "builtins"):
+    found = project_definition(sem, qualified, "module class")
+    if found is None:
         return None
-    fact = project.fact(qualified)
-    if fact is None or fact.kind != "module class":
-        return None
-    from torchlint.analysis import project as project_layer
-
-    parsed = project_layer._read(fact.location[0])
-    if parsed is None or parsed.semantic is None:
-        return None
-    other = parsed.semantic
+    fact, other = found
     for klass in other.module_classes():
         if klass.name.value == fact.name.rsplit(".", 1)[-1] and other.is_module_class(klass):
             return klass, other
@@ -955,17 +949,22 @@ def _assigned_names(node: cst.CSTNode, sem=None) -> List[str]:
                     found.append(name)
 
     def _collect(target) -> None:
-        name = _target_name(target)
-        if name is not None:
-            found.append(name)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                _collect(element.value)
-        elif isinstance(target, cst.StarredElement):
-            _collect(target.value)
+        _collect_target(target, found)
 
     node.visit(Collector())
     return found
+
+
+def _collect_target(target, found: List[str]) -> None:
+    """The names an assignment target binds (`a`, `self.x`, `a, (b, *c)`), into `found`."""
+    name = _target_name(target)
+    if name is not None:
+        found.append(name)
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            _collect_target(element.value, found)
+    elif isinstance(target, cst.StarredElement):
+        _collect_target(target.value, found)
 
 
 def _time_step(iterable, frame, interpreter, certain: bool) -> Optional[Tensor]:
@@ -996,14 +995,7 @@ def _assigned_in(sem, node: cst.CSTNode) -> List[str]:
     found: List[str] = []
 
     def collect(target) -> None:
-        name = _target_name(target)
-        if name is not None:
-            found.append(name)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                collect(element.value)
-        elif isinstance(target, cst.StarredElement):
-            collect(target.value)
+        _collect_target(target, found)
 
     for inner in (node, *sem.index.descendants(node)):
         kind = type(inner)
