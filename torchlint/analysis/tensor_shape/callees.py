@@ -56,17 +56,26 @@ def project_definition(sem, qualified: Optional[str], kind: str) -> Optional[Tup
 
 
 def _may_loop(sem, qualified: str) -> bool:
-    """False when the callee's module is a file beside this one without a `for` anywhere: it
-    cannot feed batches, and needs no parse to say so (`log_utils.rank_log(...)`)."""
+    """False when the callee's module is a file of the project (beside this one, or a package
+    below this file's directory or one of the two above it) without a `for` anywhere: it cannot
+    feed batches, and needs no parse to say so (`log_utils.rank_log(...)`)."""
     import os
 
     from torchlint.analysis.project_files import _text_of
 
     module = qualified.rsplit(".", 1)[0]
-    if not sem.path or "." in module or module.startswith("."):
+    if not sem.path or "." not in qualified or module.startswith("."):
         return True
-    found = _text_of(os.path.join(os.path.dirname(os.path.abspath(sem.path)), module + ".py"))
-    return found is None or "for " in found[0]
+    parts = module.split(".")
+    directory = os.path.dirname(os.path.abspath(sem.path))
+    for _ in range(3):
+        base = os.path.join(directory, *parts)
+        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+            found = _text_of(candidate)
+            if found is not None:
+                return "for " in found[0]
+        directory = os.path.dirname(directory)
+    return True
 
 
 def bind_call(sem, call: cst.Call, function: cst.FunctionDef) -> Optional[Dict[str, Tuple[Any, cst.BaseExpression]]]:
