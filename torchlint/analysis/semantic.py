@@ -141,11 +141,22 @@ class Semantic:
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         return self.index.ancestors(node)
 
+    @property
+    def code(self) -> str:
+        """The module's code as LibCST renders it (`module.code`), generated once: rules and
+        the pin lookup search the whole file's text, and each rendering walks every node."""
+        found = self.__dict__.get("_code")
+        if found is None:
+            found = self.__dict__["_code"] = self.module.code
+        return found
+
     def source(self, node: cst.CSTNode) -> str:
         """`node`'s text as it stands in the file. LibCST's `code_for_node` renders a node at
         column 0, so the lines of a multi-line expression inside a block lose the block's
         indentation; rendering with the enclosing blocks' indentation gives them back."""
         module = self.module
+        if node is module:
+            return self.code  # the same text (no enclosing block to indent it)
         state = PlainCodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
         state.indent_tokens = block_indents(module, self.ancestors(node))
         node._codegen(state)
