@@ -143,8 +143,12 @@ class Flow:
                 if positions is None:
                     positions = self._positions[id(body)] = {id(each): i for i, each in enumerate(body)}
                 position = positions.get(id(child))
-                if position is not None:
-                    for statement in reversed(body[:position]):
+                if position:
+                    # Only the statements that mention the name can bind it: a use deep in a
+                    # long script would otherwise test every statement above it, for each name.
+                    mentioning = index.mentioning(body, name, position)
+                    for statement in reversed(body[:position]) if mentioning is None else \
+                            (body[at] for at in mentioning):
                         found, certain = self._last(statement, name)
                         if found:
                             defs.extend(found)
@@ -298,7 +302,8 @@ class Flow:
 
     def _last_block(self, body, name: str) -> Tuple[Tuple[Def, ...], bool]:
         defs: List[Def] = []
-        for statement in reversed(body):
+        mentioning = self.index.mentioning(body, name)
+        for statement in reversed(body) if mentioning is None else (body[at] for at in mentioning):
             found, certain = self._last(statement, name)
             if found:
                 defs.extend(found)

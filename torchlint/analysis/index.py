@@ -150,6 +150,7 @@ class Index:
         self._ends: Optional[List[int]] = None
         self._position_lists: Dict[type, List[int]] = {}
         self._name_positions: Dict[str, List[int]] = {}
+        self._sibling_starts: Dict[int, Optional[List[int]]] = {}
         self._walk(module)
         # For the hot upward walks (scope, loops, grad mode): from `parent_number(node)`,
         # `above[n]` is the next parent's pre-order number (-1 past the module); climbing by
@@ -283,6 +284,39 @@ class Index:
             return False
         first = bisect_left(positions, start)
         return first < len(positions) and positions[first] <= self._subtree_end()[start]
+
+    def mentioning(self, siblings, name: str, end: Optional[int] = None) -> Optional[Iterator[int]]:
+        """The indexes, last first, of those of `siblings[:end]` that `mentions(sibling, name)`;
+        None when one of them is not of this module. `siblings` is a sequence a node holds (a
+        block's statements, kept by id): a walk back over a long module body asks this for each
+        name instead of testing every statement before the use."""
+        key = id(siblings)
+        starts = self._sibling_starts.get(key, ())
+        if starts == ():
+            number = self._number
+            starts = self._sibling_starts[key] = [number.get(id(each), -1) for each in siblings]
+            if -1 in starts:
+                starts = self._sibling_starts[key] = None
+        if starts is None:
+            return None
+        return self._mentioning(starts, self._name_positions.get(name), len(starts) if end is None else end)
+
+    def _mentioning(self, starts: List[int], positions: Optional[List[int]], end: int) -> Iterator[int]:
+        if not positions or not end:
+            return
+        ends = self._subtree_end()
+        low = bisect_left(positions, starts[0])
+        at_most = bisect_right(positions, ends[starts[end - 1]]) - 1
+        while at_most >= low:
+            position = positions[at_most]
+            at = bisect_right(starts, position, 0, end) - 1
+            last = ends[starts[at]]
+            if position > last:  # between two siblings (nothing a block holds): go on inside the one before
+                at_most = bisect_right(positions, last, low, at_most) - 1
+                continue
+            yield at
+            # The sibling's other mentions say nothing more: go on before it.
+            at_most = bisect_left(positions, starts[at], low, at_most) - 1
 
     def names_under(self, node: cst.CSTNode, name: str) -> List[cst.Name]:
         """The `Name` nodes spelled `name` that are `node` or lie under it, in document order."""
