@@ -50,6 +50,7 @@ _SKIPPED_PREFIXES = (
 )
 
 _FIELDS: Dict[type, Tuple[str, ...]] = {}
+_REVERSED_FIELDS: Dict[type, Tuple[str, ...]] = {}  # the walk's order: last field first
 _PLAIN_TYPES = (str, bool, int, "str", "bool", "int")
 
 
@@ -164,16 +165,17 @@ class Index:
         preorder = self.preorder
         parent_numbers = self._parent_numbers
         number = self._number
-        fields_of = _FIELDS
+        fields_of = _REVERSED_FIELDS
         is_node = _IS_NODE
         # Two parallel stacks (nodes, their parents' numbers): no tuple per node, nothing hashed
-        # to link a node to its parent.
+        # to link a node to its parent. Children are pushed last field first, each sequence
+        # backwards, so that they pop in document order with no list built per node.
         nodes: List[cst.CSTNode] = [root]
         aboves: List[int] = [-1]
         pop_node = nodes.pop
         pop_above = aboves.pop
-        extend_nodes = nodes.extend
-        extend_aboves = aboves.extend
+        push_node = nodes.append
+        push_above = aboves.append
         record = preorder.append
         link = parent_numbers.append
         position = -1
@@ -190,7 +192,7 @@ class Index:
             by_type[node_type].append(node)
             fields = fields_of.get(node_type)
             if fields is None:
-                fields = _child_fields(node_type)
+                fields = fields_of[node_type] = _child_fields(node_type)[::-1]
             if not fields:  # a leaf (Name, Integer, SimpleString, ...)
                 if node_type is name_type:
                     spelled = names.get(node.value)
@@ -199,21 +201,18 @@ class Index:
                     else:
                         spelled.append(position)
                 continue
-            children: List[cst.CSTNode] = []
             for name in fields:
                 value = getattr(node, name)
                 value_type = type(value)
                 if value_type is tuple or value_type is list:
-                    for item in value:
+                    for item in reversed(value):
                         item_type = type(item)
                         if is_node.get(item_type) or (item_type not in is_node and _node_type(item_type)):
-                            children.append(item)
+                            push_node(item)
+                            push_above(position)
                 elif is_node.get(value_type) or (value_type not in is_node and _node_type(value_type)):
-                    children.append(value)
-            if children:
-                children.reverse()
-                extend_nodes(children)
-                extend_aboves([position] * len(children))
+                    push_node(value)
+                    push_above(position)
 
     def parent_number(self, node: cst.CSTNode) -> int:
         """The pre-order number of `node`'s parent: where an upward walk over `above` starts
