@@ -52,8 +52,21 @@ def rules_that_could_fire(text: str, rules: Sequence[Rule], imported: str = "") 
     if not PREFILTER_ENABLED:
         return rules
     found = text.__contains__
-    return [rule for rule in rules if not rule.triggers or any(map(found, rule.triggers))
-            or (imported and rule.cross_file_triggers and any(map(imported.__contains__, rule.triggers)))]
+    answers: Dict[Tuple[Tuple[str, ...], bool], bool] = {}  # the shape rules share one trigger list
+    could = []
+    for rule in rules:
+        triggers = rule.triggers
+        if not triggers:
+            could.append(rule)
+            continue
+        key = (tuple(triggers), rule.cross_file_triggers)
+        answer = answers.get(key)
+        if answer is None:
+            answer = answers[key] = any(map(found, triggers)) or bool(
+                imported and rule.cross_file_triggers and any(map(imported.__contains__, triggers)))
+        if answer:
+            could.append(rule)
+    return could
 
 
 # Tests switch this off to prove the pre-filter sound (identical findings with and without it).
