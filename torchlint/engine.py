@@ -100,6 +100,7 @@ def lint_text(
     module: Optional[cst.Module] = None,
 ) -> FileResult:
     result = FileResult(path)
+    given = module is not None  # parsed by the caller, maybe from another text
     suppressions = Suppressions(text) if respect_noqa else None
     if suppressions is not None and suppressions.file_ignored:
         return result
@@ -130,7 +131,8 @@ def lint_text(
     try:
         semantic = shared
         if semantic is None:
-            semantic = Semantic(module, path=path, project=project.for_file(path, module))
+            semantic = Semantic(module, path=path, project=project.for_file(path, module),
+                                text=None if given else text if recovery is None else recovery.text)
             if recovery is None:
                 kept = project.remember(path, text, semantic)
     except RecursionError:

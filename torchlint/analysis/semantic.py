@@ -30,9 +30,13 @@ _LOOP_BARRIERS = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
 class Semantic:
     """The semantic model of one module: names, scopes, modules, optimizers, grad mode, loops."""
 
-    def __init__(self, module: cst.Module, path: Optional[str] = None, project: Any = None) -> None:
+    def __init__(self, module: cst.Module, path: Optional[str] = None, project: Any = None,
+                 text: Optional[str] = None) -> None:
         self.module = module
         self.path = path
+        # The text the module was parsed from, when known: positions are found in it by
+        # generating one statement instead of the whole module (`positions.node_ranges`).
+        self.text = text
         # What the file imports from its own project (`torchlint.analysis.project.FileProject`,
         # given by the engine), or None: a file linted without a path sees no other file.
         self.project = project
