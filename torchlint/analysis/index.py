@@ -256,7 +256,7 @@ class Index:
             return
         # A subtree is a contiguous run of the pre-order numbering: per-type lists are sorted
         # by it, so the nodes of a type under `node` are one slice, found by bisection.
-        end = self._subtree_end()[start]
+        end = (self._ends or self._subtree_end())[start]
         if len(concrete) == 1:
             nodes = self.by_type.get(concrete[0])
             if nodes:
@@ -282,7 +282,7 @@ class Index:
         if not positions:
             return False
         first = bisect_left(positions, start)
-        return first < len(positions) and positions[first] <= self._subtree_end()[start]
+        return first < len(positions) and positions[first] <= (self._ends or self._subtree_end())[start]
 
     def mentioning(self, siblings, name: str, end: Optional[int] = None) -> Optional[Iterator[int]]:
         """The indexes, last first, of those of `siblings[:end]` that `mentions(sibling, name)`;
@@ -303,7 +303,7 @@ class Index:
     def _mentioning(self, starts: List[int], positions: Optional[List[int]], end: int) -> Iterator[int]:
         if not positions or not end:
             return
-        ends = self._subtree_end()
+        ends = self._ends or self._subtree_end()
         low = bisect_left(positions, starts[0])
         at_most = bisect_right(positions, ends[starts[end - 1]]) - 1
         while at_most >= low:
@@ -327,7 +327,7 @@ class Index:
         if not positions:
             return []
         preorder = self.preorder
-        end = self._subtree_end()[start]
+        end = (self._ends or self._subtree_end())[start]
         return [preorder[position] for position in positions[bisect_left(positions, start):bisect_right(positions, end)]]
 
     def names_spelled(self, name: str) -> List[cst.Name]:

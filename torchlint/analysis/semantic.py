@@ -25,6 +25,7 @@ from torchlint.analysis.torch_api import NN_NON_MODULES as _NN_NON_MODULES
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
 _LOOP_BARRIERS = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
+_MEMBER_NAMED: Dict[tuple, bool] = {}  # (patterns, member) -> some pattern ends with `.member`
 
 
 class Semantic:
@@ -42,6 +43,10 @@ class Semantic:
         self.project = project
         self.index = Index(module)
         self.scopes = Scopes(self.index)
+        # The hottest questions go straight to the scopes (one Python frame fewer per call: rules
+        # and the value model ask them tens of thousands of times per run).
+        self.qualified_name = self.scopes.qualified_name
+        self.function_of = self.scopes.function_of
         self._module_classes: Optional[Set[cst.ClassDef]] = None
         self._functions_by_name: Optional[Dict[str, List[cst.FunctionDef]]] = None
         self._calls_under: Dict[cst.CSTNode, List[cst.Call]] = {}
@@ -113,7 +118,7 @@ class Semantic:
         return self.project.elsewhere(node)
 
     # -- names ------------------------------------------------------------------------------
-    def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
+    def qualified_name(self, node: cst.CSTNode) -> Optional[str]:  # replaced per instance (see __init__)
         return self.scopes.qualified_name(node)
 
     def is_torch(self, node: cst.CSTNode, *patterns: str) -> bool:
@@ -121,11 +126,19 @@ class Semantic:
         (exact names, or shell-style with `*`: `torch.optim.*`)."""
         if type(node) is cst.Call:
             node = node.func
-        if type(node) is cst.Attribute and "*" not in "".join(patterns):
+        if type(node) is cst.Attribute:
             # An attribute's last part is the member's own name (only imports alias): a cheap
-            # test that settles most calls without resolving the name.
-            member = node.attr.value
-            if not any(pattern.endswith(member) and pattern[-len(member) - 1] == "." for pattern in patterns):
+            # test that settles most calls without resolving the name. Kept per (patterns,
+            # member): rules ask the same few pattern lists of every call.
+            key = (patterns, node.attr.value)
+            named = _MEMBER_NAMED.get(key)
+            if named is None:
+                if len(_MEMBER_NAMED) > 50_000:  # members are the linted code's spellings: stay bounded
+                    _MEMBER_NAMED.clear()
+                member = node.attr.value
+                named = _MEMBER_NAMED[key] = "*" in "".join(patterns) or any(
+                    pattern.endswith(member) and pattern[-len(member) - 1] == "." for pattern in patterns)
+            if not named:
                 return False
         name = self.qualified_name(node)
         if name is None:
@@ -176,7 +189,7 @@ class Semantic:
             current = parent_of.get(current)
         return None
 
-    def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:  # replaced per instance (see __init__)
         return self.scopes.function_of(node)
 
     def class_of_method(self, function: Optional[cst.FunctionDef]) -> Optional[cst.ClassDef]:
