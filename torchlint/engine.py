@@ -194,8 +194,9 @@ def run_rules(semantic: Semantic, path: str, rules: Sequence[Rule], result: File
             ctx._rule = rule
             try:
                 chosen = rule.candidates(node_type, semantic)
+                check = rule.check
                 for node in nodes if chosen is None else chosen:
-                    rule.check(node, ctx)
+                    check(node, ctx)
             except Exception as error:  # one broken rule must not stop the others
                 if _RAISE_INTERNAL_ERRORS:
                     raise
