@@ -23,6 +23,11 @@ _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.Genera
 _UNPACKING = frozenset({cst.Tuple, cst.List})
 _SCOPE_BOUNDARIES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda}) | _COMPREHENSIONS
 _CERTAIN_SMALL = frozenset({cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Import, cst.ImportFrom, cst.Del})
+# The node types whose `body` is a list of statements (every other `body` is one node).
+_BLOCKS = frozenset({cst.Module, cst.IndentedBlock, cst.SimpleStatementLine, cst.SimpleStatementSuite})
+# The types the walk back from a use looks at besides blocks (`Flow._reaching`).
+_COMPOUNDS = frozenset({cst.For, cst.While, cst.With, cst.ExceptHandler, cst.ExceptStarHandler, cst.Try,
+                        cst.TryStar, cst.MatchCase, cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 
 class Def:
@@ -134,10 +139,16 @@ class Flow:
         preorder = index.preorder
         up = index.parent_number(point)
         child = point
+        blocks = _BLOCKS
+        compounds = _COMPOUNDS
         while up >= 0:
             parent = preorder[up]
             kind = type(parent)
-            body = getattr(parent, "body", None)
+            if kind not in blocks and kind not in compounds:
+                child = parent  # an expression or a simple statement: nothing binds on the way up
+                up = above[up]
+                continue
+            body = parent.body if kind in blocks else None
             if type(body) is tuple or type(body) is list:
                 positions = self._positions.get(id(body))
                 if positions is None:

@@ -182,9 +182,13 @@ class Index:
         name_type = cst.Name
         names: Dict[str, List[int]] = {}
         self._name_positions = names  # spelling -> pre-order numbers of the Names spelled so
+        name_aboves: List[int] = []
+        self._name_aboves = name_aboves  # the parent's number of each Name, in document order
+        note_name_above = name_aboves.append
         while nodes:
             node = pop_node()
-            link(pop_above())
+            parent_number = pop_above()
+            link(parent_number)
             record(node)
             position += 1
             number[id(node)] = position
@@ -195,6 +199,7 @@ class Index:
                 fields = fields_of[node_type] = _child_fields(node_type)[::-1]
             if not fields:  # a leaf (Name, Integer, SimpleString, ...)
                 if node_type is name_type:
+                    note_name_above(parent_number)
                     spelled = names.get(node.value)
                     if spelled is None:
                         names[node.value] = [position]
@@ -219,6 +224,11 @@ class Index:
         (-1 for the module itself or a node outside this module)."""
         number = self._number.get(id(node))
         return -1 if number is None else self._parent_numbers[number]
+
+    def name_parents(self) -> List[cst.CSTNode]:
+        """The parent of each of `nodes(cst.Name)`, in the same order (recorded by the walk)."""
+        preorder = self.preorder
+        return [preorder[above] for above in self._name_aboves]
 
     def parents_of(self, nodes: List[cst.CSTNode]) -> List[Optional[cst.CSTNode]]:
         """The parent of each of `nodes` (all of this module), in one pass."""

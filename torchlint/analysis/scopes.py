@@ -208,7 +208,7 @@ class Scopes:
             for node in index.nodes(node_type):
                 self._add(table, self.scope_of(node), Binding(node.name.value, kind, node))
         names = index.nodes(cst.Name)
-        for node, parent in zip(names, index.parents_of(names)):
+        for node, parent in zip(names, index.name_parents()):
             if type(parent) not in _MAY_BIND:
                 continue  # a load: most names are settled by their parent's type alone
             kind = self._store_kind(node)
