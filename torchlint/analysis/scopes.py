@@ -211,7 +211,7 @@ class Scopes:
         for node, parent in zip(names, index.name_parents()):
             if type(parent) not in _MAY_BIND:
                 continue  # a load: most names are settled by their parent's type alone
-            kind = self._store_kind(node)
+            kind = self._store_kind(node, parent)
             if kind is None:
                 continue
             scope = self.scope_of(node)
@@ -227,11 +227,12 @@ class Scopes:
         self._resolve_import_aliases(table)
         return self._bindings
 
-    def _store_kind(self, name: cst.Name) -> Optional[str]:
-        """How `name` is bound here, or None for a load."""
+    def _store_kind(self, name: cst.Name, parent: Optional[cst.CSTNode] = None) -> Optional[str]:
+        """How `name` is bound here, or None for a load (`parent`: its parent, when known)."""
         parent_of = self.index.parent
         child: cst.CSTNode = name
-        parent = parent_of.get(name)
+        if parent is None:
+            parent = parent_of.get(name)
         while type(parent) in _UNPACKING:
             child, parent = parent, parent_of.get(parent)
         parent_type = type(parent)
@@ -252,10 +253,17 @@ class Scopes:
 
     def _assigned_value(self, name: cst.Name):
         """The statement binding `name` and, for `name = value`, the value."""
-        parent_of = self.index.parent
-        node = parent_of.get(name)
-        while node is not None and not _ends_binding_search(type(node)):
-            node = parent_of.get(node)
+        index = self.index
+        above = index.above
+        preorder = index.preorder
+        up = index.parent_number(name)
+        node = None
+        while up >= 0:  # by pre-order numbers: no lookup per step
+            node = preorder[up]
+            if _ends_binding_search(type(node)):
+                break
+            node = None
+            up = above[up]
         if node is None:
             return name, None
         if type(node) is cst.Assign and any(t.target is name for t in node.targets):
@@ -345,14 +353,17 @@ class Scopes:
         answer = self._qualified.get(id(node), _UNASKED)
         if answer is not _UNASKED:
             return answer
-        cache = self._qualified
-        key = id(node)
         answer = None
-        dotted = dotted_name(node) if type(node) in _NAME_TYPES else None
-        # Only a name some import binds can resolve: most names are settled without a lookup.
-        if dotted is not None and dotted.partition(".")[0] in self.imported_names:
-            answer = self._resolve_dotted(dotted, node)
-        cache[key] = answer
+        root = node
+        while type(root) is cst.Attribute:
+            root = root.value
+        # Only a name some import binds can resolve: most names are settled by their root's
+        # spelling, without spelling the whole chain or looking anything up.
+        if type(root) is cst.Name and root.value in (self._imported_names or self.imported_names):
+            dotted = dotted_name(node)
+            if dotted is not None:
+                answer = self._resolve_dotted(dotted, node)
+        self._qualified[id(node)] = answer
         return answer
 
     @property
