@@ -160,11 +160,15 @@ class Semantic:
 
     @property
     def code(self) -> str:
-        """The module's code as LibCST renders it (`module.code`), generated once: rules and
-        the pin lookup search the whole file's text, and each rendering walks every node."""
+        """The module's whole text, for the searches that read it all (the pin lookup, TL132's
+        test-time augmentation): the text it was parsed from when known, else LibCST's
+        rendering (`module.code`), generated once. The two are the same text: rendering walks
+        every node (22 ms for imagenet/main.py) to give back what was parsed, except that a file
+        ending in whitespace-only lines without a final newline loses one of those lines (one
+        file in 8,536 tried), which no search for code or words can tell apart."""
         found = self.__dict__.get("_code")
         if found is None:
-            found = self.__dict__["_code"] = self.module.code
+            found = self.__dict__["_code"] = self.text if self.text is not None else self.module.code
         return found
 
     def source(self, node: cst.CSTNode) -> str:
