@@ -178,6 +178,9 @@ class Semantic:
         module = self.module
         if node is module:
             return self.code  # the same text (no enclosing block to indent it)
+        plain = _plain_dotted(node)
+        if plain is not None:
+            return plain  # `device`, `args.device`: what rendering gives, without the walk up
         state = PlainCodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
         state.indent_tokens = block_indents(module, self.ancestors(node))
         node._codegen(state)
@@ -415,6 +418,24 @@ class Semantic:
             and method.name.value == name
             and self.is_module_class(self.class_of_method(method))
         )
+
+
+def _plain_dotted(node: cst.CSTNode) -> Optional[str]:
+    """`a.b.c` for a Name/Attribute chain written without parentheses or space around its dots
+    (exactly the code LibCST renders for it), else None."""
+    parts: List[str] = []
+    while type(node) is cst.Attribute:
+        dot = node.dot
+        if node.lpar or node.attr.lpar or type(dot.whitespace_before) is not cst.SimpleWhitespace \
+                or type(dot.whitespace_after) is not cst.SimpleWhitespace \
+                or dot.whitespace_before.value or dot.whitespace_after.value:
+            return None
+        parts.append(node.attr.value)
+        node = node.value
+    if type(node) is not cst.Name or node.lpar:
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
 
 
 def receiver_chain(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
