@@ -408,18 +408,15 @@ class Flow:
         return None
 
     def _target_def(self, loop: cst.For, name: str) -> Optional[Def]:
-        for each in ([loop.target] if type(loop.target) is cst.Name else self.index.descendants(loop.target, cst.Name)):
-            if each.value == name:
-                return self.definition_of_store(each)
+        for each in self.index.names_under(loop.target, name):  # from the name table
+            return self.definition_of_store(each)
         return None
 
     def _with_def(self, item: cst.WithItem, name: str) -> Optional[Def]:
         if item.asname is None:
             return None
-        target = item.asname.name
-        for each in ([target] if type(target) is cst.Name else self.index.descendants(target, cst.Name)):
-            if each.value == name:
-                return self.definition_of_store(each)
+        for each in self.index.names_under(item.asname.name, name):
+            return self.definition_of_store(each)
         return None
 
 

@@ -152,6 +152,7 @@ class Index:
         self._position_lists: Dict[type, List[int]] = {}
         self._name_positions: Dict[str, List[int]] = {}
         self._sibling_starts: Dict[int, Optional[List[int]]] = {}
+        self._callees: Optional[Dict[str, List[cst.Call]]] = None
         self._walk(module)
         # For the hot upward walks (scope, loops, grad mode): from `parent_number(node)`,
         # `above[n]` is the next parent's pre-order number (-1 past the module); climbing by
@@ -369,18 +370,36 @@ class Index:
         """Every call `name(...)` or `<x>.name(...)` with `name` one of `spellings`, in document
         order: what a rule about `.step()` or `.append()` looks at, found from the name table
         instead of by looking at every call."""
-        call_type, attribute_type = cst.Call, cst.Attribute
-        found = []
-        parent = self.parent.get
-        for name in self.names_spelled_any(spellings):
-            above = parent(name)
-            if type(above) is attribute_type and above.attr is name:
-                name, above = above, parent(above)
-            if type(above) is call_type and above.func is name:
-                found.append(above)
+        table = self.callee_table()
+        lists = [table[spelled] for spelled in spellings if spelled in table]
+        if not lists:
+            return []
+        if len(lists) == 1:
+            return list(lists[0])
+        found = [call for calls in lists for call in calls]
         number = self._number
-        found.sort(key=lambda call: number[id(call)])  # `a.f().g()`: `g`'s call comes first
+        found.sort(key=lambda call: number[id(call)])
         return found
+
+    def callee_table(self) -> Dict[str, List[cst.Call]]:
+        """Spelling -> the calls `name(...)` and `<x>.name(...)` spelled so, in document order:
+        one pass over the calls per file, which every rule with `called_names` and the value
+        model's call sites read."""
+        table = self._callees
+        if table is None:
+            table = self._callees = {}
+            name_type, attribute_type = cst.Name, cst.Attribute
+            for call in self.by_type.get(cst.Call, ()):
+                func = call.func
+                kind = type(func)
+                spelled = func.value if kind is name_type else func.attr.value if kind is attribute_type else None
+                if spelled is not None:
+                    calls = table.get(spelled)
+                    if calls is None:
+                        table[spelled] = [call]
+                    else:
+                        calls.append(call)
+        return table
 
     def _name_table(self) -> Dict[str, List[int]]:
         """Spelling -> pre-order numbers of the `Name` nodes spelled so, in document order (built
