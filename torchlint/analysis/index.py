@@ -247,10 +247,13 @@ class Index:
         return self.by_type.get(node_type, [])
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        parent = self.parent.get(node)
-        while parent is not None:
-            yield parent
-            parent = self.parent.get(parent)
+        preorder = self.preorder
+        above = self._parent_numbers
+        number = self._number.get(id(node))
+        up = -1 if number is None else above[number]
+        while up >= 0:  # by pre-order numbers: no lookup per step
+            yield preorder[up]
+            up = above[up]
 
     def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
         if outer is inner:

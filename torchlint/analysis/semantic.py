@@ -47,6 +47,7 @@ class Semantic:
         # and the value model ask them tens of thousands of times per run).
         self.qualified_name = self.scopes.qualified_name
         self.function_of = self.scopes.function_of
+        self.parent = self.index.parent.get
         self._module_classes: Optional[Set[cst.ClassDef]] = None
         self._functions_by_name: Optional[Dict[str, List[cst.FunctionDef]]] = None
         self._calls_under: Dict[cst.CSTNode, List[cst.Call]] = {}
@@ -152,7 +153,7 @@ class Semantic:
         return self.qualified_name(call.func)
 
     # -- structure --------------------------------------------------------------------------
-    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:  # replaced per instance (see __init__)
         return self.index.parent.get(node)
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
