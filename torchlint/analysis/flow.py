@@ -252,7 +252,10 @@ class Flow:
         if kind in (cst.Else, cst.Finally):
             return self._last(node.body, name)
         if kind in (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.IndentedBlock):
-            return self._last_block(node.body, name)
+            body = node.body
+            if len(body) == 1:
+                return self._last(body[0], name)  # most lines hold one statement: no block walk
+            return self._last_block(body, name)
         if kind in _CERTAIN_SMALL:
             stores = self._stores_under(node, name, None)
             if not stores:
