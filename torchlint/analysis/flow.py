@@ -226,6 +226,8 @@ class Flow:
         if found is None:
             names = set()
             for kind in (cst.Global, cst.Nonlocal):
+                if not self.index.nodes(kind):
+                    continue  # most files declare nothing: no search under each scope
                 for node in self.index.descendants(scope, kind) if type(scope) is not cst.Module else \
                         self.index.nodes(kind):
                     if self.scopes.scope_of(node) is scope:
