@@ -52,8 +52,21 @@ def rules_that_could_fire(text: str, rules: Sequence[Rule], imported: str = "") 
     if not PREFILTER_ENABLED:
         return rules
     found = text.__contains__
-    return [rule for rule in rules if not rule.triggers or any(map(found, rule.triggers))
-            or (imported and rule.cross_file_triggers and any(map(imported.__contains__, rule.triggers)))]
+    answers: Dict[Tuple[Tuple[str, ...], bool], bool] = {}  # the shape rules share one trigger list
+    could = []
+    for rule in rules:
+        triggers = rule.triggers
+        if not triggers:
+            could.append(rule)
+            continue
+        key = (tuple(triggers), rule.cross_file_triggers)
+        answer = answers.get(key)
+        if answer is None:
+            answer = answers[key] = any(map(found, triggers)) or bool(
+                imported and rule.cross_file_triggers and any(map(imported.__contains__, triggers)))
+        if answer:
+            could.append(rule)
+    return could
 
 
 # Tests switch this off to prove the pre-filter sound (identical findings with and without it).
@@ -87,6 +100,7 @@ def lint_text(
     module: Optional[cst.Module] = None,
 ) -> FileResult:
     result = FileResult(path)
+    given = module is not None  # parsed by the caller, maybe from another text
     suppressions = Suppressions(text) if respect_noqa else None
     if suppressions is not None and suppressions.file_ignored:
         return result
@@ -117,7 +131,8 @@ def lint_text(
     try:
         semantic = shared
         if semantic is None:
-            semantic = Semantic(module, path=path, project=project.for_file(path, module))
+            semantic = Semantic(module, path=path, project=project.for_file(path, module),
+                                text=None if given else text if recovery is None else recovery.text)
             if recovery is None:
                 kept = project.remember(path, text, semantic)
     except RecursionError:
@@ -179,8 +194,9 @@ def run_rules(semantic: Semantic, path: str, rules: Sequence[Rule], result: File
             ctx._rule = rule
             try:
                 chosen = rule.candidates(node_type, semantic)
+                check = rule.check
                 for node in nodes if chosen is None else chosen:
-                    rule.check(node, ctx)
+                    check(node, ctx)
             except Exception as error:  # one broken rule must not stop the others
                 if _RAISE_INTERNAL_ERRORS:
                     raise

@@ -203,6 +203,14 @@ NLL_FUNCTIONS = ("torch.nn.functional.nll_loss",)
 def classification_loss_kind(sem: Semantic, call: cst.Call) -> Optional[str]:
     """"ce" when `call` computes a cross-entropy loss (`F.cross_entropy(...)`, a
     `CrossEntropyLoss` instance called), "nll" for a negative log-likelihood loss, else None."""
+    possible = sem.__dict__.get("_classification_losses")
+    if possible is None:
+        # Each test below needs its function or class among the names the file calls: TL108 and
+        # TL114 ask this of every call.
+        possible = sem.__dict__["_classification_losses"] = not sem.called_names.isdisjoint(
+            CROSS_ENTROPY_FUNCTIONS + NLL_FUNCTIONS + tuple(CROSS_ENTROPY_CLASSES) + tuple(NLL_CLASSES))
+    if not possible:
+        return None
     if sem.is_torch(call, *CROSS_ENTROPY_FUNCTIONS):
         return "ce"
     if sem.is_torch(call, *NLL_FUNCTIONS):

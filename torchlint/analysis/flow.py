@@ -23,6 +23,11 @@ _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.DictComp, cst.Genera
 _UNPACKING = frozenset({cst.Tuple, cst.List})
 _SCOPE_BOUNDARIES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda}) | _COMPREHENSIONS
 _CERTAIN_SMALL = frozenset({cst.Assign, cst.AugAssign, cst.AnnAssign, cst.Import, cst.ImportFrom, cst.Del})
+# The node types whose `body` is a list of statements (every other `body` is one node).
+_BLOCKS = frozenset({cst.Module, cst.IndentedBlock, cst.SimpleStatementLine, cst.SimpleStatementSuite})
+# The types the walk back from a use looks at besides blocks (`Flow._reaching`).
+_COMPOUNDS = frozenset({cst.For, cst.While, cst.With, cst.ExceptHandler, cst.ExceptStarHandler, cst.Try,
+                        cst.TryStar, cst.MatchCase, cst.FunctionDef, cst.Lambda, cst.ClassDef})
 
 
 class Def:
@@ -134,17 +139,27 @@ class Flow:
         preorder = index.preorder
         up = index.parent_number(point)
         child = point
+        blocks = _BLOCKS
+        compounds = _COMPOUNDS
         while up >= 0:
             parent = preorder[up]
             kind = type(parent)
-            body = getattr(parent, "body", None)
+            if kind not in blocks and kind not in compounds:
+                child = parent  # an expression or a simple statement: nothing binds on the way up
+                up = above[up]
+                continue
+            body = parent.body if kind in blocks else None
             if type(body) is tuple or type(body) is list:
                 positions = self._positions.get(id(body))
                 if positions is None:
                     positions = self._positions[id(body)] = {id(each): i for i, each in enumerate(body)}
                 position = positions.get(id(child))
-                if position is not None:
-                    for statement in reversed(body[:position]):
+                if position:
+                    # Only the statements that mention the name can bind it: a use deep in a
+                    # long script would otherwise test every statement above it, for each name.
+                    mentioning = index.mentioning(body, name, position)
+                    for statement in reversed(body[:position]) if mentioning is None else \
+                            (body[at] for at in mentioning):
                         found, certain = self._last(statement, name)
                         if found:
                             defs.extend(found)
@@ -211,6 +226,8 @@ class Flow:
         if found is None:
             names = set()
             for kind in (cst.Global, cst.Nonlocal):
+                if not self.index.nodes(kind):
+                    continue  # most files declare nothing: no search under each scope
                 for node in self.index.descendants(scope, kind) if type(scope) is not cst.Module else \
                         self.index.nodes(kind):
                     if self.scopes.scope_of(node) is scope:
@@ -237,7 +254,10 @@ class Flow:
         if kind in (cst.Else, cst.Finally):
             return self._last(node.body, name)
         if kind in (cst.SimpleStatementLine, cst.SimpleStatementSuite, cst.IndentedBlock):
-            return self._last_block(node.body, name)
+            body = node.body
+            if len(body) == 1:
+                return self._last(body[0], name)  # most lines hold one statement: no block walk
+            return self._last_block(body, name)
         if kind in _CERTAIN_SMALL:
             stores = self._stores_under(node, name, None)
             if not stores:
@@ -298,7 +318,8 @@ class Flow:
 
     def _last_block(self, body, name: str) -> Tuple[Tuple[Def, ...], bool]:
         defs: List[Def] = []
-        for statement in reversed(body):
+        mentioning = self.index.mentioning(body, name)
+        for statement in reversed(body) if mentioning is None else (body[at] for at in mentioning):
             found, certain = self._last(statement, name)
             if found:
                 defs.extend(found)
@@ -392,18 +413,15 @@ class Flow:
         return None
 
     def _target_def(self, loop: cst.For, name: str) -> Optional[Def]:
-        for each in ([loop.target] if type(loop.target) is cst.Name else self.index.descendants(loop.target, cst.Name)):
-            if each.value == name:
-                return self.definition_of_store(each)
+        for each in self.index.names_under(loop.target, name):  # from the name table
+            return self.definition_of_store(each)
         return None
 
     def _with_def(self, item: cst.WithItem, name: str) -> Optional[Def]:
         if item.asname is None:
             return None
-        target = item.asname.name
-        for each in ([target] if type(target) is cst.Name else self.index.descendants(target, cst.Name)):
-            if each.value == name:
-                return self.definition_of_store(each)
+        for each in self.index.names_under(item.asname.name, name):
+            return self.definition_of_store(each)
         return None
 
 

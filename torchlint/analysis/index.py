@@ -50,6 +50,7 @@ _SKIPPED_PREFIXES = (
 )
 
 _FIELDS: Dict[type, Tuple[str, ...]] = {}
+_REVERSED_FIELDS: Dict[type, Tuple[str, ...]] = {}  # the walk's order: last field first
 _PLAIN_TYPES = (str, bool, int, "str", "bool", "int")
 
 
@@ -150,6 +151,8 @@ class Index:
         self._ends: Optional[List[int]] = None
         self._position_lists: Dict[type, List[int]] = {}
         self._name_positions: Dict[str, List[int]] = {}
+        self._sibling_starts: Dict[int, Optional[List[int]]] = {}
+        self._callees: Optional[Dict[str, List[cst.Call]]] = None
         self._walk(module)
         # For the hot upward walks (scope, loops, grad mode): from `parent_number(node)`,
         # `above[n]` is the next parent's pre-order number (-1 past the module); climbing by
@@ -163,25 +166,30 @@ class Index:
         preorder = self.preorder
         parent_numbers = self._parent_numbers
         number = self._number
-        fields_of = _FIELDS
+        fields_of = _REVERSED_FIELDS
         is_node = _IS_NODE
         # Two parallel stacks (nodes, their parents' numbers): no tuple per node, nothing hashed
-        # to link a node to its parent.
+        # to link a node to its parent. Children are pushed last field first, each sequence
+        # backwards, so that they pop in document order with no list built per node.
         nodes: List[cst.CSTNode] = [root]
         aboves: List[int] = [-1]
         pop_node = nodes.pop
         pop_above = aboves.pop
-        extend_nodes = nodes.extend
-        extend_aboves = aboves.extend
+        push_node = nodes.append
+        push_above = aboves.append
         record = preorder.append
         link = parent_numbers.append
         position = -1
         name_type = cst.Name
         names: Dict[str, List[int]] = {}
         self._name_positions = names  # spelling -> pre-order numbers of the Names spelled so
+        name_aboves: List[int] = []
+        self._name_aboves = name_aboves  # the parent's number of each Name, in document order
+        note_name_above = name_aboves.append
         while nodes:
             node = pop_node()
-            link(pop_above())
+            parent_number = pop_above()
+            link(parent_number)
             record(node)
             position += 1
             number[id(node)] = position
@@ -189,36 +197,39 @@ class Index:
             by_type[node_type].append(node)
             fields = fields_of.get(node_type)
             if fields is None:
-                fields = _child_fields(node_type)
+                fields = fields_of[node_type] = _child_fields(node_type)[::-1]
             if not fields:  # a leaf (Name, Integer, SimpleString, ...)
                 if node_type is name_type:
+                    note_name_above(parent_number)
                     spelled = names.get(node.value)
                     if spelled is None:
                         names[node.value] = [position]
                     else:
                         spelled.append(position)
                 continue
-            children: List[cst.CSTNode] = []
             for name in fields:
                 value = getattr(node, name)
                 value_type = type(value)
                 if value_type is tuple or value_type is list:
-                    for item in value:
+                    for item in reversed(value):
                         item_type = type(item)
                         if is_node.get(item_type) or (item_type not in is_node and _node_type(item_type)):
-                            children.append(item)
+                            push_node(item)
+                            push_above(position)
                 elif is_node.get(value_type) or (value_type not in is_node and _node_type(value_type)):
-                    children.append(value)
-            if children:
-                children.reverse()
-                extend_nodes(children)
-                extend_aboves([position] * len(children))
+                    push_node(value)
+                    push_above(position)
 
     def parent_number(self, node: cst.CSTNode) -> int:
         """The pre-order number of `node`'s parent: where an upward walk over `above` starts
         (-1 for the module itself or a node outside this module)."""
         number = self._number.get(id(node))
         return -1 if number is None else self._parent_numbers[number]
+
+    def name_parents(self) -> List[cst.CSTNode]:
+        """The parent of each of `nodes(cst.Name)`, in the same order (recorded by the walk)."""
+        preorder = self.preorder
+        return [preorder[above] for above in self._name_aboves]
 
     def parents_of(self, nodes: List[cst.CSTNode]) -> List[Optional[cst.CSTNode]]:
         """The parent of each of `nodes` (all of this module), in one pass."""
@@ -236,10 +247,13 @@ class Index:
         return self.by_type.get(node_type, [])
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        parent = self.parent.get(node)
-        while parent is not None:
-            yield parent
-            parent = self.parent.get(parent)
+        preorder = self.preorder
+        above = self._parent_numbers
+        number = self._number.get(id(node))
+        up = -1 if number is None else above[number]
+        while up >= 0:  # by pre-order numbers: no lookup per step
+            yield preorder[up]
+            up = above[up]
 
     def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
         if outer is inner:
@@ -256,7 +270,7 @@ class Index:
             return
         # A subtree is a contiguous run of the pre-order numbering: per-type lists are sorted
         # by it, so the nodes of a type under `node` are one slice, found by bisection.
-        end = self._subtree_end()[start]
+        end = (self._ends or self._subtree_end())[start]
         if len(concrete) == 1:
             nodes = self.by_type.get(concrete[0])
             if nodes:
@@ -282,7 +296,40 @@ class Index:
         if not positions:
             return False
         first = bisect_left(positions, start)
-        return first < len(positions) and positions[first] <= self._subtree_end()[start]
+        return first < len(positions) and positions[first] <= (self._ends or self._subtree_end())[start]
+
+    def mentioning(self, siblings, name: str, end: Optional[int] = None) -> Optional[Iterator[int]]:
+        """The indexes, last first, of those of `siblings[:end]` that `mentions(sibling, name)`;
+        None when one of them is not of this module. `siblings` is a sequence a node holds (a
+        block's statements, kept by id): a walk back over a long module body asks this for each
+        name instead of testing every statement before the use."""
+        key = id(siblings)
+        starts = self._sibling_starts.get(key, ())
+        if starts == ():
+            number = self._number
+            starts = self._sibling_starts[key] = [number.get(id(each), -1) for each in siblings]
+            if -1 in starts:
+                starts = self._sibling_starts[key] = None
+        if starts is None:
+            return None
+        return self._mentioning(starts, self._name_positions.get(name), len(starts) if end is None else end)
+
+    def _mentioning(self, starts: List[int], positions: Optional[List[int]], end: int) -> Iterator[int]:
+        if not positions or not end:
+            return
+        ends = self._ends or self._subtree_end()
+        low = bisect_left(positions, starts[0])
+        at_most = bisect_right(positions, ends[starts[end - 1]]) - 1
+        while at_most >= low:
+            position = positions[at_most]
+            at = bisect_right(starts, position, 0, end) - 1
+            last = ends[starts[at]]
+            if position > last:  # between two siblings (nothing a block holds): go on inside the one before
+                at_most = bisect_right(positions, last, low, at_most) - 1
+                continue
+            yield at
+            # The sibling's other mentions say nothing more: go on before it.
+            at_most = bisect_left(positions, starts[at], low, at_most) - 1
 
     def names_under(self, node: cst.CSTNode, name: str) -> List[cst.Name]:
         """The `Name` nodes spelled `name` that are `node` or lie under it, in document order."""
@@ -294,7 +341,7 @@ class Index:
         if not positions:
             return []
         preorder = self.preorder
-        end = self._subtree_end()[start]
+        end = (self._ends or self._subtree_end())[start]
         return [preorder[position] for position in positions[bisect_left(positions, start):bisect_right(positions, end)]]
 
     def names_spelled(self, name: str) -> List[cst.Name]:
@@ -326,18 +373,36 @@ class Index:
         """Every call `name(...)` or `<x>.name(...)` with `name` one of `spellings`, in document
         order: what a rule about `.step()` or `.append()` looks at, found from the name table
         instead of by looking at every call."""
-        call_type, attribute_type = cst.Call, cst.Attribute
-        found = []
-        parent = self.parent.get
-        for name in self.names_spelled_any(spellings):
-            above = parent(name)
-            if type(above) is attribute_type and above.attr is name:
-                name, above = above, parent(above)
-            if type(above) is call_type and above.func is name:
-                found.append(above)
+        table = self.callee_table()
+        lists = [table[spelled] for spelled in spellings if spelled in table]
+        if not lists:
+            return []
+        if len(lists) == 1:
+            return list(lists[0])
+        found = [call for calls in lists for call in calls]
         number = self._number
-        found.sort(key=lambda call: number[id(call)])  # `a.f().g()`: `g`'s call comes first
+        found.sort(key=lambda call: number[id(call)])
         return found
+
+    def callee_table(self) -> Dict[str, List[cst.Call]]:
+        """Spelling -> the calls `name(...)` and `<x>.name(...)` spelled so, in document order:
+        one pass over the calls per file, which every rule with `called_names` and the value
+        model's call sites read."""
+        table = self._callees
+        if table is None:
+            table = self._callees = {}
+            name_type, attribute_type = cst.Name, cst.Attribute
+            for call in self.by_type.get(cst.Call, ()):
+                func = call.func
+                kind = type(func)
+                spelled = func.value if kind is name_type else func.attr.value if kind is attribute_type else None
+                if spelled is not None:
+                    calls = table.get(spelled)
+                    if calls is None:
+                        table[spelled] = [call]
+                    else:
+                        calls.append(call)
+        return table
 
     def _name_table(self) -> Dict[str, List[int]]:
         """Spelling -> pre-order numbers of the `Name` nodes spelled so, in document order (built

@@ -390,17 +390,7 @@ class ParameterValues:
         return found
 
     def _calls_named(self, name: str) -> List[cst.Call]:
-        table = self.sem.__dict__.get("_calls_by_callee_name")
-        if table is None:
-            table = {}
-            for call in self.index.nodes(cst.Call):
-                func = call.func
-                spelled = func.value if type(func) is cst.Name else (
-                    func.attr.value if type(func) is cst.Attribute else None)
-                if spelled is not None:
-                    table.setdefault(spelled, []).append(call)
-            self.sem.__dict__["_calls_by_callee_name"] = table
-        return table.get(name, [])
+        return self.index.callee_table().get(name, [])
 
     def _escapes_function(self, function: cst.FunctionDef) -> bool:
         """Whether `function` is used other than by calling it here (passed as a callback,

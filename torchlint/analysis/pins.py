@@ -45,7 +45,8 @@ def pinned(sem, package: str) -> Optional[Tuple[Version, bool]]:
     if package in cache:
         return cache[package]
     pattern = _pattern(package)
-    found = _below(sem.module.code if package in sem.module.code else "", pattern)
+    code = sem.code
+    found = _below(code if package in code else "", pattern)
     if found is None:
         found = _from_files(sem, pattern)
     cache[package] = found

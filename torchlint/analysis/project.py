@@ -102,7 +102,7 @@ def _read(path: str) -> Optional[_Parsed]:
         return parsed
     from torchlint.analysis.semantic import Semantic
 
-    parsed.semantic = Semantic(module, path=path, project=FileProject(path, _root_for(path), module))
+    parsed.semantic = Semantic(module, path=path, project=FileProject(path, _root_for(path), module), text=text)
     return parsed
 
 
@@ -400,7 +400,7 @@ def _position(sem, node: cst.CSTNode) -> Tuple[int, int]:
     from torchlint.positions import node_ranges
 
     try:
-        found = node_ranges(sem.module, [node], sem.index).get(node)
+        found = node_ranges(sem.module, [node], sem.index, sem.text).get(node)
     except Exception:
         found = None
     if found is None:

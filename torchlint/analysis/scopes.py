@@ -54,6 +54,8 @@ def dotted_name(node: cst.BaseExpression) -> Optional[str]:
 
 
 _BINDING_STATEMENT: Dict[type, bool] = {}
+_UNASKED = object()
+_NO_NAMES: Dict[str, List["Binding"]] = {}  # never written: the names of a scope that binds none
 
 
 def _ends_binding_search(node_type: type) -> bool:
@@ -72,6 +74,9 @@ class Scopes:
         # Keyed by id(node): LibCST nodes hash through a Python-level `__hash__`.
         self._scope_of: Dict[int, cst.CSTNode] = {}
         self._bindings: Optional[Dict[cst.CSTNode, Dict[str, List[Binding]]]] = None
+        # The same table keyed by id(scope): LibCST nodes hash through a Python-level `__hash__`,
+        # and every name resolution looks a scope up.
+        self._by_scope: Dict[int, Dict[str, List[Binding]]] = {}
         self._qualified: Dict[int, Optional[str]] = {}
         self._imported_names: Optional[frozenset] = None
         self.relative_imports: Dict[tuple, str] = {}  # (id(scope), name) -> ".layers.PatchEmbed"
@@ -113,10 +118,12 @@ class Scopes:
 
     def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         """The innermost enclosing `def` whose body contains `node`."""
-        scope = self.scope_of(node)
-        while type(scope) not in (cst.FunctionDef, cst.Module):
+        scope = self._scope_of.get(id(node)) or self.scope_of(node)
+        kind = type(scope)
+        while kind is not cst.FunctionDef and kind is not cst.Module:
             scope = self.scope_of(scope)
-        return scope if type(scope) is cst.FunctionDef else None
+            kind = type(scope)
+        return scope if kind is cst.FunctionDef else None
 
     # -- bindings ---------------------------------------------------------------------------
     @property
@@ -126,13 +133,24 @@ class Scopes:
         return self._bindings
 
     def bindings_in(self, scope: cst.CSTNode, name: str) -> List[Binding]:
-        return self.bindings.get(scope, {}).get(name, [])
+        if self._bindings is None:
+            self.bindings
+        return self._by_scope.get(id(scope), _NO_NAMES).get(name, [])
 
     def _add(self, table, scope, binding: Binding) -> None:
-        table.setdefault(scope, {}).setdefault(binding.name, []).append(binding)
+        names = table.get(id(scope))
+        if names is None:
+            names = table[id(scope)] = {}
+            self._scopes_in_order.append(scope)
+        found = names.get(binding.name)
+        if found is None:
+            names[binding.name] = [binding]
+        else:
+            found.append(binding)
 
     def _collect(self) -> Dict[cst.CSTNode, Dict[str, List[Binding]]]:
-        table: Dict[cst.CSTNode, Dict[str, List[Binding]]] = {}
+        table: Dict[int, Dict[str, List[Binding]]] = self._by_scope
+        self._scopes_in_order: List[cst.CSTNode] = []
         index = self.index
         for node in index.nodes(cst.Import):
             scope = self.scope_of(node)
@@ -190,10 +208,10 @@ class Scopes:
             for node in index.nodes(node_type):
                 self._add(table, self.scope_of(node), Binding(node.name.value, kind, node))
         names = index.nodes(cst.Name)
-        for node, parent in zip(names, index.parents_of(names)):
+        for node, parent in zip(names, index.name_parents()):
             if type(parent) not in _MAY_BIND:
                 continue  # a load: most names are settled by their parent's type alone
-            kind = self._store_kind(node)
+            kind = self._store_kind(node, parent)
             if kind is None:
                 continue
             scope = self.scope_of(node)
@@ -203,15 +221,18 @@ class Scopes:
                 kind = "assign"
             statement, value = self._assigned_value(node)
             self._add(table, scope, Binding(node.value, kind, statement, None, value))
-        self._bindings = table  # alias resolution below looks names up in this table
+        # Keyed by node for the callers that read the whole table, in the order the scopes got
+        # their first binding (as before); alias resolution below looks names up in it.
+        self._bindings = {scope: table[id(scope)] for scope in self._scopes_in_order}
         self._resolve_import_aliases(table)
-        return table
+        return self._bindings
 
-    def _store_kind(self, name: cst.Name) -> Optional[str]:
-        """How `name` is bound here, or None for a load."""
+    def _store_kind(self, name: cst.Name, parent: Optional[cst.CSTNode] = None) -> Optional[str]:
+        """How `name` is bound here, or None for a load (`parent`: its parent, when known)."""
         parent_of = self.index.parent
         child: cst.CSTNode = name
-        parent = parent_of.get(name)
+        if parent is None:
+            parent = parent_of.get(name)
         while type(parent) in _UNPACKING:
             child, parent = parent, parent_of.get(parent)
         parent_type = type(parent)
@@ -232,10 +253,17 @@ class Scopes:
 
     def _assigned_value(self, name: cst.Name):
         """The statement binding `name` and, for `name = value`, the value."""
-        parent_of = self.index.parent
-        node = parent_of.get(name)
-        while node is not None and not _ends_binding_search(type(node)):
-            node = parent_of.get(node)
+        index = self.index
+        above = index.above
+        preorder = index.preorder
+        up = index.parent_number(name)
+        node = None
+        while up >= 0:  # by pre-order numbers: no lookup per step
+            node = preorder[up]
+            if _ends_binding_search(type(node)):
+                break
+            node = None
+            up = above[up]
         if node is None:
             return name, None
         if type(node) is cst.Assign and any(t.target is name for t in node.targets):
@@ -248,7 +276,7 @@ class Scopes:
 
     def _resolve_import_aliases(self, table) -> None:
         """`F = torch.nn.functional` at module level acts like an import alias."""
-        module_table = table.get(self.index.module, {})
+        module_table = table.get(id(self.index.module), {})
         for name, bindings in list(module_table.items()):
             if len(bindings) != 1 or bindings[0].kind != "assign" or bindings[0].value is None:
                 continue
@@ -270,10 +298,13 @@ class Scopes:
     def binding_scope(self, name: str, node: cst.CSTNode):
         """(scope, bindings) for the first scope, from `node`'s outward, that binds `name`."""
         scope = self.scope_of(node)
+        if self._bindings is None:
+            self.bindings
+        table = self._by_scope
         first = True
         while True:
             if first or type(scope) is not cst.ClassDef:
-                found = self.bindings.get(scope, {}).get(name)
+                found = table.get(id(scope), _NO_NAMES).get(name)
                 if found:
                     return scope, found
             if type(scope) is cst.Module:
@@ -319,16 +350,20 @@ class Scopes:
 
     def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
         """`torch.nn.functional.relu` for `F.relu` when `F` is `torch.nn.functional`, else None."""
-        cache = self._qualified
-        key = id(node)
-        if key in cache:
-            return cache[key]
+        answer = self._qualified.get(id(node), _UNASKED)
+        if answer is not _UNASKED:
+            return answer
         answer = None
-        dotted = dotted_name(node) if type(node) in _NAME_TYPES else None
-        # Only a name some import binds can resolve: most names are settled without a lookup.
-        if dotted is not None and dotted.partition(".")[0] in self.imported_names:
-            answer = self._resolve_dotted(dotted, node)
-        cache[key] = answer
+        root = node
+        while type(root) is cst.Attribute:
+            root = root.value
+        # Only a name some import binds can resolve: most names are settled by their root's
+        # spelling, without spelling the whole chain or looking anything up.
+        if type(root) is cst.Name and root.value in (self._imported_names or self.imported_names):
+            dotted = dotted_name(node)
+            if dotted is not None:
+                answer = self._resolve_dotted(dotted, node)
+        self._qualified[id(node)] = answer
         return answer
 
     @property

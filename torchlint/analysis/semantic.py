@@ -25,19 +25,29 @@ from torchlint.analysis.torch_api import NN_NON_MODULES as _NN_NON_MODULES
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
 _COMPREHENSION_TYPES = frozenset(_COMPREHENSIONS)
 _LOOP_BARRIERS = frozenset({cst.FunctionDef, cst.Lambda, cst.ClassDef})
+_MEMBER_NAMED: Dict[tuple, bool] = {}  # (patterns, member) -> some pattern ends with `.member`
 
 
 class Semantic:
     """The semantic model of one module: names, scopes, modules, optimizers, grad mode, loops."""
 
-    def __init__(self, module: cst.Module, path: Optional[str] = None, project: Any = None) -> None:
+    def __init__(self, module: cst.Module, path: Optional[str] = None, project: Any = None,
+                 text: Optional[str] = None) -> None:
         self.module = module
         self.path = path
+        # The text the module was parsed from, when known: positions are found in it by
+        # generating one statement instead of the whole module (`positions.node_ranges`).
+        self.text = text
         # What the file imports from its own project (`torchlint.analysis.project.FileProject`,
         # given by the engine), or None: a file linted without a path sees no other file.
         self.project = project
         self.index = Index(module)
         self.scopes = Scopes(self.index)
+        # The hottest questions go straight to the scopes (one Python frame fewer per call: rules
+        # and the value model ask them tens of thousands of times per run).
+        self.qualified_name = self.scopes.qualified_name
+        self.function_of = self.scopes.function_of
+        self.parent = self.index.parent.get
         self._module_classes: Optional[Set[cst.ClassDef]] = None
         self._functions_by_name: Optional[Dict[str, List[cst.FunctionDef]]] = None
         self._calls_under: Dict[cst.CSTNode, List[cst.Call]] = {}
@@ -109,7 +119,7 @@ class Semantic:
         return self.project.elsewhere(node)
 
     # -- names ------------------------------------------------------------------------------
-    def qualified_name(self, node: cst.CSTNode) -> Optional[str]:
+    def qualified_name(self, node: cst.CSTNode) -> Optional[str]:  # replaced per instance (see __init__)
         return self.scopes.qualified_name(node)
 
     def is_torch(self, node: cst.CSTNode, *patterns: str) -> bool:
@@ -117,11 +127,19 @@ class Semantic:
         (exact names, or shell-style with `*`: `torch.optim.*`)."""
         if type(node) is cst.Call:
             node = node.func
-        if type(node) is cst.Attribute and "*" not in "".join(patterns):
+        if type(node) is cst.Attribute:
             # An attribute's last part is the member's own name (only imports alias): a cheap
-            # test that settles most calls without resolving the name.
-            member = node.attr.value
-            if not any(pattern.endswith(member) and pattern[-len(member) - 1] == "." for pattern in patterns):
+            # test that settles most calls without resolving the name. Kept per (patterns,
+            # member): rules ask the same few pattern lists of every call.
+            key = (patterns, node.attr.value)
+            named = _MEMBER_NAMED.get(key)
+            if named is None:
+                if len(_MEMBER_NAMED) > 50_000:  # members are the linted code's spellings: stay bounded
+                    _MEMBER_NAMED.clear()
+                member = node.attr.value
+                named = _MEMBER_NAMED[key] = "*" in "".join(patterns) or any(
+                    pattern.endswith(member) and pattern[-len(member) - 1] == "." for pattern in patterns)
+            if not named:
                 return False
         name = self.qualified_name(node)
         if name is None:
@@ -135,17 +153,35 @@ class Semantic:
         return self.qualified_name(call.func)
 
     # -- structure --------------------------------------------------------------------------
-    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    def parent(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:  # replaced per instance (see __init__)
         return self.index.parent.get(node)
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         return self.index.ancestors(node)
+
+    @property
+    def code(self) -> str:
+        """The module's whole text, for the searches that read it all (the pin lookup, TL132's
+        test-time augmentation): the text it was parsed from when known, else LibCST's
+        rendering (`module.code`), generated once. The two are the same text: rendering walks
+        every node (22 ms for imagenet/main.py) to give back what was parsed, except that a file
+        ending in whitespace-only lines without a final newline loses one of those lines (one
+        file in 8,536 tried), which no search for code or words can tell apart."""
+        found = self.__dict__.get("_code")
+        if found is None:
+            found = self.__dict__["_code"] = self.text if self.text is not None else self.module.code
+        return found
 
     def source(self, node: cst.CSTNode) -> str:
         """`node`'s text as it stands in the file. LibCST's `code_for_node` renders a node at
         column 0, so the lines of a multi-line expression inside a block lose the block's
         indentation; rendering with the enclosing blocks' indentation gives them back."""
         module = self.module
+        if node is module:
+            return self.code  # the same text (no enclosing block to indent it)
+        plain = _plain_dotted(node)
+        if plain is not None:
+            return plain  # `device`, `args.device`: what rendering gives, without the walk up
         state = PlainCodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
         state.indent_tokens = block_indents(module, self.ancestors(node))
         node._codegen(state)
@@ -161,7 +197,7 @@ class Semantic:
             current = parent_of.get(current)
         return None
 
-    def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+    def function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:  # replaced per instance (see __init__)
         return self.scopes.function_of(node)
 
     def class_of_method(self, function: Optional[cst.FunctionDef]) -> Optional[cst.ClassDef]:
@@ -383,6 +419,24 @@ class Semantic:
             and method.name.value == name
             and self.is_module_class(self.class_of_method(method))
         )
+
+
+def _plain_dotted(node: cst.CSTNode) -> Optional[str]:
+    """`a.b.c` for a Name/Attribute chain written without parentheses or space around its dots
+    (exactly the code LibCST renders for it), else None."""
+    parts: List[str] = []
+    while type(node) is cst.Attribute:
+        dot = node.dot
+        if node.lpar or node.attr.lpar or type(dot.whitespace_before) is not cst.SimpleWhitespace \
+                or type(dot.whitespace_after) is not cst.SimpleWhitespace \
+                or dot.whitespace_before.value or dot.whitespace_after.value:
+            return None
+        parts.append(node.attr.value)
+        node = node.value
+    if type(node) is not cst.Name or node.lpar:
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
 
 
 def receiver_chain(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:

@@ -20,6 +20,7 @@ class ViewAfterTranspose(Rule):
     fix_availability = "always"
     triggers = ("view",)
     node_types = (cst.Call,)
+    called_names = frozenset(("view",))  # check returns at once for any other call
     confirmation_module = "tl004"
     severity_docs = """
 An **error** when the shape facet knows every size of the transposed tensor and all

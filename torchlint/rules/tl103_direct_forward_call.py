@@ -18,6 +18,7 @@ class DirectForwardCall(Rule):
     fix_availability = "always"
     triggers = (".forward",)
     node_types = (cst.Call,)
+    called_names = frozenset(("forward",))  # check returns at once for any other call
     confirmation_module = "tl103"
     severity_docs = """
 A **note** when no hook is registered anywhere in the file: calling `forward`

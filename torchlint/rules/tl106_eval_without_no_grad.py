@@ -98,10 +98,12 @@ No fix is offered: wrapping the loop in `no_grad` changes what the outputs are (
         loop = _evaluation_loop(sem, loops)
         if loop is None:
             return  # the innermost loop trains
+        scope = evaluation.scope_body(sem, node)
+        if not _may_evaluate(sem, func, loop, scope):
+            return  # no reason can hold, whatever the callee is: the value model is not asked
         if isinstance(func, cst.Attribute) and func.attr.value != "forward" and sem.values.of(func).kind != MODULE \
                 and not _switched_to_eval_here(sem, func, node):
             return  # `net.eval()`, `model.detect_objects(...)`, `rnn.init_hidden(n)`: a method, not a forward
-        scope = evaluation.scope_body(sem, node)
         reason = _evaluation_reason(sem, node, func, loop, scope)
         if reason is None:
             return
@@ -250,6 +252,18 @@ def _evaluation_reason(sem: Semantic, call: cst.Call, func, loop, scope) -> Opti
         if model.kind == MODULE or (model.role == "model" and sem.imports_torch):
             return f"in `{scope.name.value}()`"
     return None
+
+
+def _may_evaluate(sem: Semantic, func, loop, scope) -> bool:
+    """The syntactic half of `_evaluation_reason`: a `.eval()` of the callee (or of what holds it)
+    before the loop in the same scope, or a function named like evaluation that runs no backward
+    and is no module's method. Without it there is no reason, whatever the callee's value."""
+    for receiver in evaluation.eval_mode_receivers(sem, scope):
+        if _same_or_part_of(receiver, func) and evaluation.before(sem, receiver, loop) \
+                and evaluation.scope_body(sem, receiver) is scope:
+            return True
+    return isinstance(scope, cst.FunctionDef) and evaluation.is_eval_function_name(scope.name.value) \
+        and not evaluation.has_backward(sem, scope) and not sem.is_module_class(sem.class_of_method(scope))
 
 
 def _switched_to_eval_here(sem: Semantic, func: cst.Attribute, call: cst.Call) -> bool:

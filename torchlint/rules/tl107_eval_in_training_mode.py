@@ -115,11 +115,11 @@ in eval mode afterwards, so later code that expected training mode must call `mo
         loops = sem.enclosing_loops(node, comprehensions=True)
         if not loops:
             return
+        if _any_mode_switch(sem):
+            return  # asked first: kept per file, while the reason asks the value model
         scope = evaluation.scope_body(sem, node)
         reason = _clearly_evaluation(sem, node, model, scope)
         if reason is None:
-            return
-        if _any_mode_switch(sem):
             return
         layer = evaluation.stochastic_layer_of(sem, func)
         if layer is None:

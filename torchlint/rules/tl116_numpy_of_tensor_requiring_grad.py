@@ -26,6 +26,7 @@ numpy() on Tensor that requires grad`.
 """
     triggers = (".numpy(",)
     node_types = (cst.Call,)
+    called_names = frozenset(("numpy",))  # check returns at once for any other call
     confirmation_module = "tl116"
     docs = """
 ## What it does

@@ -36,6 +36,7 @@ freed the graph, `Trying to backward through the graph a second time`) on the fi
 """
     triggers = ("step(",)
     node_types = (cst.Call,)
+    called_names = frozenset(("backward", "manual_backward"))  # check returns at once for any other call
     confirmation_module = "tl117"
     docs = """
 ## What it does

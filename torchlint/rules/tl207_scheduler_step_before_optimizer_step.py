@@ -25,6 +25,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     fix_availability = "sometimes"
     triggers = ("lr_scheduler",)
     node_types = (cst.Call,)
+    called_names = frozenset(("step",))  # check returns at once for any other call
     confirmation_module = "tl207"
     default_severity = Severity.WARNING
     severity_docs = """

@@ -272,14 +272,21 @@ def _certainly_imported(func: cst.BaseExpression, sem) -> bool:
 def _guarded(node: cst.CSTNode, sem) -> bool:
     """Compatibility code: in an `except` clause, in a branch of a version or feature test, or in a
     `try` body whose handler catches TypeError."""
+    # Exact types (these LibCST classes have no subclasses): isinstance on LibCST's abstract
+    # base goes through ABCMeta for every ancestor of every call.
+    tests = sem.__dict__.setdefault("_version_tests", {})  # id(test) -> a version or feature test
     child = node
     for ancestor in sem.ancestors(node):
-        if isinstance(ancestor, cst.ExceptHandler):
+        kind = type(ancestor)
+        if kind is cst.ExceptHandler:
             return True
-        if isinstance(ancestor, (cst.If, cst.IfExp, cst.While)) and child is not ancestor.test:
-            if _VERSION_TEST.search(sem.source(ancestor.test)):
+        if (kind is cst.If or kind is cst.IfExp or kind is cst.While) and child is not ancestor.test:
+            found = tests.get(id(ancestor.test))
+            if found is None:
+                found = tests[id(ancestor.test)] = bool(_VERSION_TEST.search(sem.source(ancestor.test)))
+            if found:
                 return True
-        if isinstance(ancestor, cst.Try) and child is ancestor.body:
+        if kind is cst.Try and child is ancestor.body:
             if any(name in _CAUGHT for handler in ancestor.handlers for name in _handler_names(handler)):
                 return True
         child = ancestor
