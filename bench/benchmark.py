@@ -22,7 +22,9 @@ median and range: on a shared virtual machine the speed drifts within one benchm
 ratio of two medians measured minutes apart absorbs and a pair measured together does not.
 On such a machine the ratio of 1-second runs moves from one benchmark to the next (pytorch/examples,
 one commit, 17 runs with --repeat 9: 1.25-1.52, standard deviation 0.08); --repeat 25 (about
-70 s there) narrows it (5 runs: 1.31-1.44). Judge a target on several runs, not one.
+70 s there) narrows it (5 runs: 1.31-1.44). Judge a target on several runs, not one, and with
+--instructions, which also counts the instructions of one floor run and one cold 1-job run under
+valgrind: the same count every run (it leaves out memory stalls, which the wall clock includes).
 A snapshot of the torchlint package is linted from a temporary directory so that edits to the
 working tree during the run cannot invalidate the cache between the cold and the warm runs. The
 snapshot is byte-compiled first, as an installed package is (PYTHONDONTWRITEBYTECODE would
@@ -148,6 +150,35 @@ def timed_cpu(command, **kwargs):
     return seconds, cpu, completed
 
 
+def count_instructions(python, env, work, listing, files):
+    """{"floor": n, "cold": n}: the instructions one floor run and one cold 1-job run execute, or
+    None without valgrind. A virtual machine's wall and CPU times move by a quarter from run to
+    run; instruction counts do not (they leave out cache and memory stalls, which the wall clock
+    includes)."""
+    import re
+
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("  instructions: valgrind not installed", flush=True)
+        return None
+    counted = dict(env, PYTHONHASHSEED="0")
+    found = {}
+    commands = {
+        "floor": [python, "-c", FLOOR, str(listing)],
+        "cold": [python, "-m", "torchlint", "--exit-zero", "--output-format", "json", "--jobs", "1",
+                 "--cache-dir", str(work / "cache-instructions"), *files],
+    }
+    for name, command in commands.items():
+        done = subprocess.run([valgrind, "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+                              capture_output=True, cwd=str(work), env=counted)
+        match = re.search(rb"Collected : (\d+)", done.stderr)
+        if match is None:
+            print(f"  instructions: callgrind gave no count for {name}", flush=True)
+            return None
+        found[name] = int(match.group(1))
+    return found
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", action="append", help="directory or file to lint (repeatable)")
@@ -161,6 +192,9 @@ def main(argv=None) -> int:
                         help="a second corpus of training-script code (repeatable): its floor and cold 1-job "
                              "run are measured too, since small files show the per-file analysis cost")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the instructions of one floor run and one cold 1-job run under "
+                             "valgrind's callgrind (about 2 minutes): a ratio the host's noise does not move")
     args = parser.parse_args(argv)
 
     files = collect(args.corpus or default_corpus())
@@ -283,6 +317,10 @@ def main(argv=None) -> int:
     else:
         figures_small = None
 
+    instructions = None
+    if args.instructions:
+        instructions = count_instructions(python, env, work, listing, files)
+
     print()
     print(f"{'measurement':<14}{'files':>7}{'lines':>9}{'findings':>10}{'wall s':>9}{'files/s':>9}"
           f"{'/floor':>8}{'vs TorchFix':>12}")
@@ -305,6 +343,10 @@ def main(argv=None) -> int:
         print(f"  per pair (floor, then cold): wall {statistics.median(wall_ratios):.2f} "
               f"({min(wall_ratios):.2f}-{max(wall_ratios):.2f}), CPU {statistics.median(cpu_ratios):.2f} "
               f"({min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}) over {len(wall_ratios)} pairs")
+    if instructions:
+        print(f"  instructions: floor {instructions['floor'] / 1e9:.2f} G, cold 1 job "
+              f"{instructions['cold'] / 1e9:.2f} G: {instructions['cold'] / instructions['floor']:.2f}x "
+              f"(callgrind, PYTHONHASHSEED=0; the same every run)")
     if scripts:
         print(f"scripts: cold / floor    {scripts['cold'] / scripts['floor']:5.2f}   (target <= 1.5; "
               f"{scripts['files']} files, {scripts['lines']} lines, {scripts['findings']} findings)")
@@ -320,7 +362,8 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps({"files": len(files), "lines": lines, "cpus": os.cpu_count(),
                                                "figures": figures, "small_file": figures_small,
                                                "scripts": scripts, "cpu_seconds": cpu_seconds,
-                                               "pair_ratios": pair_ratios}, indent=2))
+                                               "pair_ratios": pair_ratios, "instructions": instructions},
+                                              indent=2))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
