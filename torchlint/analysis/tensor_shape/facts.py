@@ -21,6 +21,7 @@ from torchlint.analysis.tensor_shape import dims as D
 from torchlint.analysis.tensor_shape import inputs as I
 from torchlint.analysis.tensor_shape import handoff as H
 from torchlint.analysis.tensor_shape import losses as L
+from torchlint.analysis.tensor_shape import ops
 from torchlint.analysis.tensor_shape.modules import (
     MODULE_VALUES, Interpreter, Layer, Problem, Sequence_, Step, Submodule, UNKNOWN, bind_constructor, class_layers,
     binding_key, evaluate, layer_of, method, project_class,
@@ -191,8 +192,9 @@ class _Builder:
         func = call.func
         qualified = sem.qualified_name(func) or ""
         if qualified.startswith("torch."):
-            if qualified.startswith("torch.nn.") and not qualified.startswith("torch.nn.functional."):
-                return  # a layer's constructor
+            if qualified.rsplit(".", 1)[-1] not in ops.CHECKED_FUNCTIONS or \
+                    (qualified.startswith("torch.nn.") and not qualified.startswith("torch.nn.functional.")):
+                return  # `torch.manual_seed(1)`, a layer's constructor: nothing to check
         elif not (type(func) is cst.Attribute and func.attr.value in _SCRIPT_METHODS and not qualified):
             return
         frame = ScriptFrame(sem, self._module_value)
@@ -244,8 +246,12 @@ class _Builder:
         if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
             return
         func = call.func
-        if type(func) is not cst.Name or (func.value in _BUILTINS and sem.reaching_definition(func) is None
-                                               and not sem.scopes.bindings_in(sem.module, func.value)):
+        if type(func) is not cst.Name:
+            return
+        definition = sem.reaching_definition(func)
+        if definition is not None and definition.kind in ("def", "class", "import"):
+            return  # `train(x)`, `Net(x)`: a function runs or a class is built, no module is called
+        if definition is None and func.value in _BUILTINS and not sem.scopes.bindings_in(sem.module, func.value):
             return  # `print(x)`, `len(x)`: no model to ask the value model about
         value = sem.values.of(func)
         if value.kind != "module" or value.module is None:

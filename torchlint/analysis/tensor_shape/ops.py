@@ -55,6 +55,13 @@ _POOL_FUNCTIONS = {
 }
 
 
+# The torch functions whose misfits a script's own top-level call can show (facts' script ops).
+CHECKED_FUNCTIONS = frozenset(_POOL_FUNCTIONS) | {
+    "flatten", "cat", "concat", "concatenate", "stack", "matmul", "mm", "bmm", "softmax", "log_softmax",
+    "interpolate", "pad",
+}
+
+
 def _python(value: Any) -> Any:
     """An argument as a plain Python value (a `Num` of a known size is that int)."""
     if isinstance(value, Num):
