@@ -797,7 +797,8 @@ class _ManualSteps:
 
 
 def _has_closure(args: tuple, kwargs: dict) -> bool:
-    return bool((args and callable(args[0])) or callable(kwargs.get("closure")))
+    # the global step hooks get the optimizer itself as args[0] (torch 2.x), the closure after it
+    return bool(any(callable(a) for a in args[:2]) or callable(kwargs.get("closure")))
 
 
 def _op_name(func: Any) -> str:
