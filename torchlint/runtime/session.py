@@ -394,6 +394,8 @@ class Session:
             self._mode_switched.clear()
             self._set_mode(not self.stepping)
         self._depth = depth + 1
+        if self.wiring.tracking:
+            self.wiring.ran.add(id(module))
         kind = 0
         try:
             kind = self._kinds.get(type(module))
@@ -531,7 +533,7 @@ class Session:
             self.step_of_last_step = step
             with _QUIET():
                 self.gradients.after_step(optimizer, _has_closure(args, kwargs), step)
-                self.wiring.after_step(optimizer)
+                self.wiring.after_step(optimizer, self.frames.innermost(sys._getframe(1)))
                 if id(optimizer) == self._primary:
                     self.iteration += 1
                     self.module_state.after_step()

@@ -14,6 +14,19 @@ before, is reported once per module: training switched to inference behaviour mi
 put in eval mode before training on purpose (a frozen BatchNorm) never stepped in training mode,
 and is not.
 
+TL135: at a step (without closure) of an optimizer none of whose parameters backward reached
+since the previous step (the gradient tensor hooks of detectors/gradients.py), every parameter
+that requires grad has `.grad` None or all zero: no backward ran since `zero_grad()`, and the
+step applies no gradient. Reported once per optimizer. Gradient accumulation (backward at every
+step, zero_grad every k) always reaches the parameters, so the check stops at the first one; only
+a step no backward reached (and the first step, before the hooks exist) reads the gradients.
+
+TL133: the module calls of the first three steps are remembered (`ran`: a set add per call, on
+only until then). At the third step of an optimizer, a registered submodule of a root module
+whose parameters require grad and are held by that optimizer, whose forward never ran and whose
+parameters' `.grad` are all None, is reported (the outermost such submodule only) at the line of
+its parent's `__init__` that assigned it. A frozen unused layer (requires_grad False) is not.
+
 Neither hook sees the line that built the optimizer or called `eval()`; each observation names
 the lines of the stepping frame that could have (the assignments of the name the optimizer is
 bound to, the `.eval` attribute loads), read from its bytecode, as related lines.
@@ -42,6 +55,10 @@ class Wiring:
         self._trained: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._reported_134: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._mode_layers: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+        self._reported_135: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        # TL133: ids of the modules called so far, collected until the check at UNUSED_AFTER steps
+        self.tracking = True
+        self.ran: set = set()
 
     # -- hooks -------------------------------------------------------------------------------------
     def root_call(self, module: Any, grad: bool) -> None:
@@ -54,9 +71,14 @@ class Wiring:
     def before_step(self, optimizer: Any, frame: Any) -> None:
         self._optimizer_reset(optimizer, frame)
         self._eval_left_on(optimizer, frame)
+        self._no_gradient(optimizer, frame)
 
-    def after_step(self, optimizer: Any) -> None:
+    def after_step(self, optimizer: Any, frame: Any = None) -> None:
         self._calls.clear()
+        if self.tracking and self.session.step_of(optimizer) >= UNUSED_AFTER:
+            self.tracking = False
+            self._unused_layers(optimizer, frame)
+            self.ran = set()
         key = _key(optimizer)
         reference, steps, _, resets = self._last.get(key, (None, 0, False, 0))
         same = reference is not None and reference() is optimizer
@@ -139,6 +161,93 @@ class Wiring:
                 f"mode",
                 related=_attribute_lines(frame, "eval"))
 
+    # -- TL135 -------------------------------------------------------------------------------------
+    def _no_gradient(self, optimizer: Any, frame: Any) -> None:
+        try:
+            if optimizer in self._reported_135:
+                return
+        except TypeError:
+            return
+        states = self.session.gradients._params
+        trained: List[Any] = []
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                state = states.get(id(param))
+                if state is not None and state.accumulated:
+                    return  # backward reached it since the last step
+                if getattr(param, "requires_grad", False):
+                    trained.append(param)
+        if not trained:
+            return
+        none = zero = 0
+        for param in trained:
+            grad = param.grad
+            if grad is None:
+                none += 1
+            elif grad.is_meta or grad.is_sparse or bool(grad.any()):
+                return  # a meta tensor holds no values to read
+            else:
+                zero += 1
+        self._reported_135.add(optimizer)
+        site = self.session.frames.site(frame)
+        if site is None:
+            return
+        name = type(optimizer).__name__
+        step = self.session.step_of(optimizer) + 1
+        cleared = (f"{none} with .grad None" if none else "") + (" and " if none and zero else "") + \
+            (f"{zero} with an all-zero .grad" if zero else "")
+        self.session.observe(
+            "TL135", site,
+            f"`{name}.step()` applies no gradient: no backward ran since the gradients were cleared, so the "
+            f"parameters it holds do not train; call `.backward()` on the loss before the step",
+            f"step {step} of `{name}`: none of its {len(trained)} trainable parameters got a gradient since "
+            f"the previous step ({cleared})",
+            related=_attribute_lines(frame, "zero_grad"))
+
+    # -- TL133 -------------------------------------------------------------------------------------
+    def _unused_layers(self, optimizer: Any, frame: Any) -> None:
+        held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        ran = self.ran
+        found: List[Tuple[Any, str, Any, str]] = []  # (parent, attribute, module, dotted name)
+
+        def walk(parent: Any, prefix: str) -> None:
+            for attribute, child in parent._modules.items():
+                if child is None:
+                    continue
+                dotted = f"{prefix}{attribute}"
+                if id(child) not in ran:
+                    trained = [p for p in child.parameters() if p.requires_grad]
+                    if trained and all(id(p) in held and p.grad is None for p in trained):
+                        found.append((parent, attribute, child, dotted))
+                        continue
+                walk(child, dotted + ".")
+
+        roots = list(self.session._roots.values())
+        for root in roots:
+            if id(root) in ran and any(id(p) in held for p in root.parameters()):
+                walk(root, "")
+        steps = self.session.step_of(optimizer)
+        for parent, attribute, child, dotted in found:
+            lines = _init_lines(type(parent), attribute, self.session.frames.is_user_file)
+            if lines:
+                path, line = lines[0]
+                from torchlint.runtime.frames import Site
+
+                site = Site(path, line, "__init__", ((path, line),))
+            else:
+                site = self.session.frames.site(frame)
+            if site is None:
+                continue
+            count = sum(p.numel() for p in child.parameters() if p.requires_grad)
+            kind = type(child).__name__
+            self.session.observe(
+                "TL133", site,
+                f"`{dotted}` ({kind}) is built and handed to the optimizer but its forward never runs: its "
+                f"weights never train; apply it in `forward` or remove it",
+                f"in the first {steps} steps of `{type(optimizer).__name__}`, `{type(parent).__name__}.{attribute}` "
+                f"({kind}, {count} trainable weights) was never called and its parameters' .grad stayed None",
+                related=tuple(lines[1:]))
+
     def _has_mode_layers(self, module: Any) -> bool:
         try:
             found = self._mode_layers.get(module)
@@ -151,6 +260,28 @@ class Wiring:
             found = any(isinstance(m, kinds) for m in module.modules())
             self._mode_layers[module] = found
         return found
+
+
+UNUSED_AFTER = 3  # TL133: steps after which a layer never called is reported
+
+
+def _init_lines(cls: type, attribute: str, is_user_file) -> List[Tuple[str, int]]:
+    """The lines of the user's `__init__` methods (along the MRO) that assign `self.<attribute>`."""
+    found: List[Tuple[str, int]] = []
+    for klass in getattr(cls, "__mro__", ()):
+        code = getattr(klass.__dict__.get("__init__"), "__code__", None)
+        if code is None or not is_user_file(code.co_filename):
+            continue
+        try:
+            for instruction in dis.get_instructions(code):
+                if instruction.opname == "STORE_ATTR" and instruction.argval == attribute:
+                    positions = getattr(instruction, "positions", None)
+                    line = positions.lineno if positions is not None else None
+                    if line is not None and (code.co_filename, line) not in found:
+                        found.append((code.co_filename, line))
+        except Exception:  # noqa: BLE001
+            continue
+    return found
 
 
 def _key(optimizer: Any) -> Tuple[int, ...]:
