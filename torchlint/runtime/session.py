@@ -175,6 +175,7 @@ class Session:
         self.failures = Failures(self)
         self.forward_shapes = ForwardShapes()
         self.construction = Construction(self)
+        self.modules_ran: Optional[set] = set()  # ids of the modules called so far (TL133; None: done)
         self.wiring = Wiring(self)
         self.discarded = discarded.Discarded(self)
         self.shapes = ShapeRecorder()
@@ -394,8 +395,9 @@ class Session:
             self._mode_switched.clear()
             self._set_mode(not self.stepping)
         self._depth = depth + 1
-        if self.wiring.tracking:
-            self.wiring.ran.add(id(module))
+        ran = self.modules_ran
+        if ran is not None:  # TL133: until the check at wiring.UNUSED_AFTER steps
+            ran.add(id(module))
         kind = 0
         try:
             kind = self._kinds.get(type(module))

@@ -21,11 +21,12 @@ step applies no gradient. Reported once per optimizer. Gradient accumulation (ba
 step, zero_grad every k) always reaches the parameters, so the check stops at the first one; only
 a step no backward reached (and the first step, before the hooks exist) reads the gradients.
 
-TL133: the module calls of the first three steps are remembered (`ran`: a set add per call, on
-only until then). At the third step of an optimizer, a registered submodule of a root module
-whose parameters require grad and are held by that optimizer, whose forward never ran and whose
-parameters' `.grad` are all None, is reported (the outermost such submodule only) at the line of
-its parent's `__init__` that assigned it. A frozen unused layer (requires_grad False) is not.
+TL133: the ids of the modules called in the first three steps are collected
+(`session.modules_ran`: a set add per call, off after the check). At the third step of an
+optimizer, a registered submodule of a root module whose parameters require grad and are held by
+that optimizer, whose forward never ran and whose parameters' `.grad` are all None, is reported
+(the outermost such submodule only) at the line of its parent's `__init__` that assigned it. A
+frozen unused layer (requires_grad False) is not.
 
 Neither hook sees the line that built the optimizer or called `eval()`; each observation names
 the lines of the stepping frame that could have (the assignments of the name the optimizer is
@@ -56,9 +57,6 @@ class Wiring:
         self._reported_134: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._mode_layers: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
         self._reported_135: "weakref.WeakSet[Any]" = weakref.WeakSet()
-        # TL133: ids of the modules called so far, collected until the check at UNUSED_AFTER steps
-        self.tracking = True
-        self.ran: set = set()
 
     # -- hooks -------------------------------------------------------------------------------------
     def root_call(self, module: Any, grad: bool) -> None:
@@ -75,10 +73,10 @@ class Wiring:
 
     def after_step(self, optimizer: Any, frame: Any = None) -> None:
         self._calls.clear()
-        if self.tracking and self.session.step_of(optimizer) >= UNUSED_AFTER:
-            self.tracking = False
-            self._unused_layers(optimizer, frame)
-            self.ran = set()
+        ran = self.session.modules_ran
+        if ran is not None and self.session.step_of(optimizer) >= UNUSED_AFTER:
+            self.session.modules_ran = None  # the module calls are no longer collected
+            self._unused_layers(optimizer, frame, ran)
         key = _key(optimizer)
         reference, steps, _, resets = self._last.get(key, (None, 0, False, 0))
         same = reference is not None and reference() is optimizer
@@ -205,9 +203,8 @@ class Wiring:
             related=_attribute_lines(frame, "zero_grad"))
 
     # -- TL133 -------------------------------------------------------------------------------------
-    def _unused_layers(self, optimizer: Any, frame: Any) -> None:
+    def _unused_layers(self, optimizer: Any, frame: Any, ran: set) -> None:
         held = {id(p) for group in optimizer.param_groups for p in group["params"]}
-        ran = self.ran
         found: List[Tuple[Any, str, Any, str]] = []  # (parent, attribute, module, dotted name)
 
         def walk(parent: Any, prefix: str) -> None:
