@@ -431,6 +431,7 @@ class Session:
 
     def _root_pre(self, module: Any, args: tuple) -> None:
         key = id(module)
+        self.wiring.root = weakref.ref(module)
         if key not in self._roots:
             self._roots[key] = module
             self._param_names.clear()
@@ -585,7 +586,10 @@ class Session:
         if in_place or arithmetic:
             return self._op(name, in_place, arithmetic)
         if module == "torch.nn.functional" and "inplace" in getattr(getattr(func, "__code__", None), "co_varnames", ()):
-            return self._op(name, True, False, keyword_only=True)
+            handler = self._op(name, True, False, keyword_only=True)
+            if name in _DROPOUTS:
+                return self._dropout(handler)
+            return handler
         return None
 
     def _detect(self, detector: Callable[..., Any], *args: Any) -> None:
@@ -619,6 +623,14 @@ class Session:
             if arithmetic and self.retention._tracked:
                 self._detect(self.retention.derived, args, output)
             return output
+
+        return handle
+
+    def _dropout(self, handler: Callable) -> Callable:
+        def handle(func, args, kwargs):  # TL123: F.dropout with training=True in a model in eval()
+            if self._depth:
+                self._detect(self.wiring.dropout_call, args, kwargs)
+            return handler(func, args, kwargs)
 
         return handle
 
@@ -798,6 +810,9 @@ class _ManualSteps:
         limit = self.session.options.max_steps
         return (f"stopped after {self.steps} hand-written update steps (no torch.optim optimizer; a step is an "
                 f"update of every trainable parameter between two backwards) (--max-steps {limit})")
+
+
+_DROPOUTS = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"})
 
 
 def _has_closure(args: tuple, kwargs: dict) -> bool:

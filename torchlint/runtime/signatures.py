@@ -264,13 +264,16 @@ CODES["TL126"] = Code("a 0-dim tensor used as a dict key",
 RUN_ADVICE["TL126"] = "a tensor used as a dict key hashes by identity and is never found; use `key.item()`"
 _EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (("TL126", ("KeyError",), re.compile(r"^'?tensor\(")),)
 
-# -- wiring seen through the optimizer step hooks (TL125, TL133, TL134, TL135: runtime/detectors/wiring.py) --------
+# -- seen through the step hooks and the TorchFunctionMode (TL123, TL125, TL133-TL135: detectors/wiring.py)
 CODES["TL125"] = Code("an optimizer with state built anew for every step",
                       "a new optimizer instance stepping the same parameters at each step, each starting "
                       "with an empty state while the previous one had kept state after its single step")
 CODES["TL134"] = Code("eval() left on in the training loop",
                       "an optimizer step after forwards (autograd on) of a module with Dropout/BatchNorm, all "
                       "in eval mode, when that module stepped in training mode before")
+CODES["TL123"] = Code("dropout that model.eval() cannot turn off",
+                      "F.dropout called with training=True (passed or by default) inside a forward of a root "
+                      "module in eval mode")
 CODES["TL135"] = Code("an optimizer step with no backward since zero_grad()",
                       "an optimizer step none of whose trainable parameters got a gradient since the previous "
                       "step: every .grad None or all zero")

@@ -28,6 +28,10 @@ that optimizer, whose forward never ran and whose parameters' `.grad` are all No
 (the outermost such submodule only) at the line of its parent's `__init__` that assigned it. A
 frozen unused layer (requires_grad False) is not.
 
+TL123: `F.dropout` (and its 1d/2d/3d/alpha variants), seen by the TorchFunctionMode only (its
+handler is chosen once per function), called inside a forward with training=True (passed or by
+default) while the root module of that forward is in eval mode: reported once per line.
+
 Neither hook sees the line that built the optimizer or called `eval()`; each observation names
 the lines of the stepping frame that could have (the assignments of the name the optimizer is
 bound to, the `.eval` attribute loads), read from its bytecode, as related lines.
@@ -57,6 +61,8 @@ class Wiring:
         self._reported_134: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._mode_layers: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
         self._reported_135: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.root: Any = None  # weak reference to the root module of the latest forward (TL123)
+        self._reported_123: set = set()
 
     # -- hooks -------------------------------------------------------------------------------------
     def root_call(self, module: Any, grad: bool) -> None:
@@ -158,6 +164,27 @@ class Wiring:
                 f"forward of `{name}` with `training == False` and autograd on, after earlier steps in training "
                 f"mode",
                 related=_attribute_lines(frame, "eval"))
+
+    # -- TL123 -------------------------------------------------------------------------------------
+    def dropout_call(self, args: tuple, kwargs: dict) -> None:
+        training = kwargs["training"] if "training" in kwargs else (args[2] if len(args) > 2 else True)
+        if training is not True:
+            return
+        root = self.root() if self.root is not None else None
+        if root is None or getattr(root, "training", True):
+            return
+        site = self.session.site()
+        if site is None or (site.path, site.line) in self._reported_123:
+            return
+        self._reported_123.add((site.path, site.line))
+        name = type(root).__name__
+        self.session.observe(
+            "TL123", site,
+            f"dropout runs with `training=True` inside `{name}`'s forward although `{name}` is in eval(): the "
+            f"evaluation drops activations at random; pass `training=self.training` (or use an `nn.Dropout` "
+            f"built in `__init__`)",
+            f"a forward of `{name}` with `{name}.training == False` called dropout with training=True "
+            f"(p={kwargs.get('p', args[1] if len(args) > 1 else 0.5)})")
 
     # -- TL135 -------------------------------------------------------------------------------------
     def _no_gradient(self, optimizer: Any, frame: Any) -> None:
