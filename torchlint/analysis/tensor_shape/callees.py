@@ -9,6 +9,8 @@ from typing import Any, Dict, Optional, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.frames import _bind
+
 
 def project_function(sem, func: cst.BaseExpression, loops: bool = False) -> Optional[Tuple[cst.FunctionDef, Any]]:
     """The top-level function a call names, in this file or another file of the project; with
@@ -79,20 +81,12 @@ def _may_loop(sem, qualified: str) -> bool:
 
 
 def bind_call(sem, call: cst.Call, function: cst.FunctionDef) -> Optional[Dict[str, Tuple[Any, cst.BaseExpression]]]:
-    """Each parameter of `function` the call passes: name -> (caller's semantic, argument)."""
-    if any(a.star for a in call.args):
+    """Each parameter of `function` the call passes: name -> (caller's semantic, argument); None
+    where the value model's binding hides which parameter gets what, or where an argument finds no
+    parameter (the call would raise TypeError)."""
+    binding = _bind(function, call, skip_self=False)
+    if binding is None or len(binding) != len(call.args):
         return None
-    params = [p.name.value for p in function.params.params]
-    keyword_only = {p.name.value for p in function.params.kwonly_params}
-    bound: Dict[str, Tuple[Any, cst.BaseExpression]] = {}
-    positional = [a for a in call.args if a.keyword is None]
-    if len(positional) > len(params):
-        return None
-    for name, argument in zip(params, positional):
-        bound[name] = (sem, argument.value)
-    for argument in call.args:
-        if argument.keyword is not None:
-            if argument.keyword.value not in params and argument.keyword.value not in keyword_only:
-                return None
-            bound[argument.keyword.value] = (sem, argument.value)
-    return bound
+    names = {id(p): p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                            *function.params.kwonly_params)}
+    return {names[key]: (sem, argument) for key, argument in binding.items()}

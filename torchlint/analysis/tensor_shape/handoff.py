@@ -43,7 +43,7 @@ def feeds(sem, call: cst.Call) -> List[Tuple[cst.BaseExpression, cst.BaseExpress
         return []
     pairs = []
     for model, loader in feeding:
-        if model in bound and loader in bound and bound[model][0] is sem and bound[loader][0] is sem:
+        if model in bound and loader in bound:
             pairs.append((bound[model][1], bound[loader][1]))
     return pairs
 
@@ -80,10 +80,9 @@ def _feeding(sem, function: cst.FunctionDef, depth: int) -> List[Tuple[str, str]
         if not bound:
             continue
         for model, loader in _feeding(callee_sem, callee, depth + 1):
-            model_arg, loader_arg = bound.get(model), bound.get(loader)
-            if model_arg is None or loader_arg is None or model_arg[0] is not sem:
+            if model not in bound or loader not in bound:
                 continue
-            names = [a for _, a in (model_arg, loader_arg)]
+            names = [bound[model][1], bound[loader][1]]
             if all(isinstance(n, cst.Name) and n.value in params and _is_param(sem, n) for n in names):
                 pairs.append((names[0].value, names[1].value))
     cache[key] = pairs
