@@ -24,7 +24,7 @@ from torchlint.analysis.tensor_shape import losses as L
 from torchlint.analysis.tensor_shape import ops
 from torchlint.analysis.tensor_shape.modules import (
     MODULE_VALUES, Interpreter, Layer, Problem, Sequence_, Step, Submodule, UNKNOWN, bind_constructor, class_layers,
-    binding_key, evaluate, layer_of, method, project_class,
+    binding_key, evaluate, layer_of, method, project_class, step_axis,
 )
 from torchlint.analysis.tensor_shape.script import ScriptFrame
 from torchlint.analysis.tensor_shape.values import Tensor
@@ -500,7 +500,7 @@ def _symbolic_input(forward: cst.FunctionDef, layers: Dict[str, Any], depth: int
                 continue
             return None
         if isinstance(statement, cst.For):
-            return _stepped_input(statement, name, layers, depth)
+            return _stepped_input(statement, name, layers, depth, sem)
         if not isinstance(statement, cst.SimpleStatementLine):
             return None
         for small in statement.body:
@@ -568,27 +568,18 @@ def _call_on(value, name: str) -> Optional[str]:
     return None
 
 
-def _stepped_input(loop: cst.For, name: str, layers: Dict[str, Any], depth: int) -> Optional[tuple]:
+def _stepped_input(loop: cst.For, name: str, layers: Dict[str, Any], depth: int, sem) -> Optional[tuple]:
     """The input of a forward that steps through it (`for x_t in input.split(1, dim=1):
     h, c = self.cell(x_t, (h, c))`): the step the first layer in the loop takes, with the
     sequence dimension put back as the symbol L."""
     iterable, target = loop.iter, loop.target
-    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
-            and isinstance(iterable.func.value, cst.Name) and iterable.func.value.value == name
-            and iterable.func.attr.value in ("split", "unbind") and isinstance(target, cst.Name)):
+    stepping = step_axis(sem, iterable)
+    if stepping is None or not (isinstance(iterable.func.value, cst.Name) and iterable.func.value.value == name
+                                and isinstance(target, cst.Name)):
         return None
-    positional = [a.value for a in iterable.args if a.keyword is None]
-    keywords = {a.keyword.value: a.value for a in iterable.args if a.keyword is not None}
-    if iterable.func.attr.value == "split":
-        size = positional[0] if positional else None
-        dim = positional[1] if len(positional) > 1 else keywords.get("dim")
-        if not (isinstance(size, cst.Integer) and size.evaluated_value == 1):
-            return None
-    else:
-        dim = positional[0] if positional else keywords.get("dim")
-    if not isinstance(dim, cst.Integer):
+    kind, axis = stepping
+    if axis < 0:
         return None
-    axis = dim.evaluated_value
     for statement in loop.body.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             return None
@@ -599,7 +590,7 @@ def _stepped_input(loop: cst.For, name: str, layers: Dict[str, Any], depth: int)
             step = _first_layer_input(layers.get(attribute), depth)
             if step is None or axis > len(step):
                 return None
-            if iterable.func.attr.value == "split":
+            if kind == "split":
                 if axis >= len(step) or step[axis] != 1:
                     return None
                 return step[:axis] + (D.symbol("L"),) + step[axis + 1:]

@@ -967,27 +967,42 @@ def _collect_target(target, found: List[str]) -> None:
         _collect_target(target.value, found)
 
 
+def step_axis(sem, iterable) -> Optional[Tuple[str, int]]:
+    """("split", d) for `x.split(1, dim=d)` and ("unbind", d) for `x.unbind(d)`: a loop over it
+    takes one step along d at a time. None for anything else (a split into larger pieces)."""
+    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
+            and iterable.func.attr.value in ("split", "unbind")) or any(a.star for a in iterable.args):
+        return None
+    arguments = [evaluate(sem, a.value, {}, 0) for a in iterable.args if a.keyword is None]
+    keywords = {a.keyword.value: evaluate(sem, a.value, {}, 0) for a in iterable.args if a.keyword is not None}
+    kind = iterable.func.attr.value
+    if kind == "split":
+        size = arguments[0] if arguments else keywords.get("split_size_or_sections", keywords.get("split_size"))
+        dim = arguments[1] if len(arguments) > 1 else keywords.get("dim", 0)
+        if size != 1 or isinstance(size, bool):
+            return None
+    else:
+        dim = arguments[0] if arguments else keywords.get("dim", 0)
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        return None
+    return kind, dim
+
+
 def _time_step(iterable, frame, interpreter, certain: bool) -> Optional[Tensor]:
     """One element of `x.split(1, dim=d)` (size 1 along d) or `x.unbind(d)` (d removed), where
     x's shape is known: every element has that shape."""
-    if not (isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Attribute)
-            and iterable.func.attr.value in ("split", "unbind")) or any(a.star for a in iterable.args):
+    stepping = step_axis(frame.sem, iterable)
+    if stepping is None:
         return None
     receiver = interpreter.expr(iterable.func.value, frame, certain)
     if not isinstance(receiver, Tensor) or receiver.shape is None:
         return None
-    arguments = [evaluate(frame.sem, a.value, {}, 0) for a in iterable.args if a.keyword is None]
-    keywords = {a.keyword.value: evaluate(frame.sem, a.value, {}, 0) for a in iterable.args if a.keyword is not None}
+    kind, dim = stepping
     shape = receiver.shape
-    if iterable.func.attr.value == "split":
-        size = arguments[0] if arguments else keywords.get("split_size_or_sections", keywords.get("split_size"))
-        dim = arguments[1] if len(arguments) > 1 else keywords.get("dim", 0)
-        if size != 1 or not isinstance(dim, int) or isinstance(dim, bool) or not -len(shape) <= dim < len(shape):
-            return None
-        return Tensor(tuple(1 if i == dim % len(shape) else d for i, d in enumerate(shape)))
-    dim = arguments[0] if arguments else keywords.get("dim", 0)
-    if not isinstance(dim, int) or isinstance(dim, bool) or not -len(shape) <= dim < len(shape):
+    if not -len(shape) <= dim < len(shape):
         return None
+    if kind == "split":
+        return Tensor(tuple(1 if i == dim % len(shape) else d for i, d in enumerate(shape)))
     return Tensor(tuple(d for i, d in enumerate(shape) if i != dim % len(shape)))
 
 
