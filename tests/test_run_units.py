@@ -692,7 +692,7 @@ def test_ran_without_harm_only_where_a_detector_observes_the_code(tmp_path):
     only.confirms_only = True
     statics = [_finding("TL004", path, 1), _finding("TL120", path, 2)]
     results = reconcile(statics, observations.all(), lambda p, line: True,
-                        observable=lambda code: code in signatures.CODES)
+                        unobservable=lambda code, path, line: signatures.unobservable(code))
     by_code = {r.code: r for r in results}
     assert by_code["TL004"].status == RAN_WITHOUT_HARM
     assert by_code["TL120"].status == NO_EVIDENCE and "no detector for TL120" in by_code["TL120"].evidence

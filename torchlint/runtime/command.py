@@ -378,10 +378,8 @@ class Run:
 
         args = self.args
         observations = [o for o in session.observations.all() if _selected(o.code, select, ignore)]
-        from torchlint.runtime.signatures import CODES
-
         results = reconcile(statics, observations, lambda path, line: reach.reached(path, line, loaded),
-                            unfinished=_unfinished(session, outcome), observable=lambda code: code in CODES)
+                            unfinished=_unfinished(session, outcome), unobservable=session.unobservable)
         classified = outcome.classified
         traceback_text = None
         quoted: Tuple[str, ...] = ()

@@ -96,11 +96,13 @@ def _unfinished_by(static: StaticFinding, unfinished: Dict[Tuple[str, int], str]
 def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observation],
               reached: Callable[[str, int], Optional[bool]],
               unfinished: Optional[Dict[Tuple[str, int], str]] = None,
-              observable: Optional[Callable[[str], bool]] = None) -> List[Result]:
+              unobservable: Optional[Callable[[str, str, int], Optional[str]]] = None) -> List[Result]:
     """`unfinished`: the user's lines on the stack of the exception that ended the run (their
     statements started and never completed: a finding there neither did harm nor ran without).
-    `observable`: whether the run has a detector for a code; a finding whose line ran is RAN
-    WITHOUT HARM only where its harm was observable and did not happen, else NO EVIDENCE."""
+    `unobservable(code, path, line)`: why the run cannot observe that code's harm at that line
+    (no detector for the code, or — for detectors that watch values at the lines they saw — none
+    seen there), None where it can; a finding whose line ran is RAN WITHOUT HARM only where its
+    harm was observable and did not happen, else NO EVIDENCE with that reason."""
     observations = list(observations)
     undecided = [o for o in observations if o.inconclusive]
     observations = [o for o in observations if not o.inconclusive]
@@ -155,10 +157,11 @@ def reconcile(statics: Sequence[StaticFinding], observations: Iterable[Observati
         elif status == RAN_WITHOUT_HARM and any(_close(static, o) for o in undecided):
             status = NO_EVIDENCE
             evidence = next(o.evidence for o in undecided if _close(static, o))
-        elif status == RAN_WITHOUT_HARM and observable is not None and not observable(static.code):
-            status = NO_EVIDENCE
-            evidence = (f"its line ran, but torchlint run has no detector for {static.code}: whether it did harm "
-                        "is not observable in a run")
+        elif status == RAN_WITHOUT_HARM and unobservable is not None:
+            why = unobservable(static.code, static.path, static.line)
+            if why is not None:
+                status = NO_EVIDENCE
+                evidence = why
         results.append(Result(static.code, static.path, static.line, static.finding.start.column, status,
                               static.finding.message, evidence, static=static))
     for observation in observations:

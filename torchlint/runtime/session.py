@@ -38,6 +38,8 @@ from torch.overrides import TorchFunctionMode
 
 from torchlint.runtime import signatures
 from torchlint.runtime.detectors import discarded
+from torchlint.runtime.detectors import thresholds
+from torchlint.runtime.detectors.aliases import SHAPE_IN_PLACE, Aliases
 from torchlint.runtime.detectors.construction import Construction
 from torchlint.runtime.detectors.failures import Failures
 from torchlint.runtime.detectors.gradients import Gradients
@@ -48,13 +50,15 @@ from torchlint.runtime.detectors.module_state import ModuleState
 from torchlint.runtime.detectors.modes import Modes
 from torchlint.runtime.forward_shapes import ForwardShapes
 from torchlint.runtime.detectors.retention import Retention
+from torchlint.runtime.detectors.thresholds import Thresholds
+from torchlint.runtime.detectors.unreached import Unreached
 from torchlint.runtime.detectors.wiring import Wiring
 from torchlint.runtime.frames import Site, UserFrames, caller_of_module_call
 from torchlint.runtime.launcher import StopRun
 from torchlint.runtime.observation import Observation, Observations
 from torchlint.runtime.shapes import ShapeRecorder, ShapeTrace
 
-_USER_MODULE, _LOSS_MODULE = 1, 2
+_USER_MODULE, _LOSS_MODULE, _DROPOUT_MODULE = 1, 2, 4
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
                      "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__",
                      "__setitem__"}
@@ -168,6 +172,9 @@ class Session:
         self.memory.parameter_storages = self.parameter_storages
         self.gradients = Gradients(self)
         self.retention = Retention(self)
+        self.unreached = Unreached(self)
+        self.aliases = Aliases(self)
+        self.thresholds = Thresholds(self)
         self.module_state = ModuleState(self)
         self.inplace = InPlace(self)
         self.modes = Modes(self)
@@ -179,6 +186,9 @@ class Session:
         self.wiring = Wiring(self)
         self.discarded = discarded.Discarded(self)
         self.shapes = ShapeRecorder()
+        # code -> the user lines where a detector that watches values saw its situation
+        # (signatures.WATCHED_AT_LINES): only there can a finding have run without harm
+        self.watched: Dict[str, Set[Tuple[str, int]]] = {}
 
     # -- install / uninstall ---------------------------------------------------------------------------
     def install(self) -> None:
@@ -245,6 +255,26 @@ class Session:
                 frames.append(frame)
             frame = frame.f_back
         return frames
+
+    def watch(self, code: str, lines: Any) -> None:
+        """`lines`: (path, line) pairs where a value-watching detector saw the situation of `code`."""
+        self.watched.setdefault(code, set()).update(lines)
+
+    def unobservable(self, code: str, path: str, line: int) -> Optional[str]:
+        """Why the run cannot tell whether a finding of `code` at this line, which ran, did harm
+        (None: it can)."""
+        why = signatures.unobservable(code)
+        if why is not None or code not in signatures.WATCHED_AT_LINES:
+            return why
+        lines = set(self.watched.get(code, ()))
+        if code == "TL131":
+            lines |= self.retention.loss_lines()
+        from torchlint.runtime.project import statement_span
+
+        first, last = statement_span(path, line)
+        if any(p == path and first <= seen <= last for p, seen in lines):
+            return None
+        return "its line ran, but " + signatures.WATCHED_AT_LINES[code]
 
     def observe(self, code: str, site: Optional[Site], message: str, evidence: str,
                 **extra: Any) -> Optional[Observation]:
@@ -368,6 +398,8 @@ class Session:
             kind |= _USER_MODULE
         if cls.__name__.endswith("Loss") or issubclass(cls, torch.nn.modules.loss._Loss):
             kind |= _LOSS_MODULE  # its input is checked in F.cross_entropy etc., which it calls
+        if issubclass(cls, torch.nn.modules.dropout._DropoutNd):
+            kind |= _DROPOUT_MODULE  # TL123: one built in forward is in training mode in an evaluation
         self._kinds[cls] = kind
         return kind
 
@@ -412,6 +444,9 @@ class Session:
                         self.module_state.before_forward(module)
                     elif self.inplace.input_ids:
                         self.inplace.before_library_call(module, args)
+            if kind & _DROPOUT_MODULE and depth and module.training:
+                with _QUIET():
+                    self.wiring.dropout_module(module, caller_of_module_call(sys._getframe(1)))
             watched = self.module_state.watched
             if watched and id(module) in watched:
                 self.module_state.called.add(id(module))
@@ -512,6 +547,7 @@ class Session:
                     self.retention.check()
                 if not closure:
                     self.wiring.before_step(optimizer, self.frames.innermost(sys._getframe(1)))
+                    self.unreached.at_step(optimizer)
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         finally:
@@ -580,9 +616,16 @@ class Session:
             return self._functional_loss(name)
         if name == "backward" and getattr(func, "__qualname__", "") == "Tensor.backward":
             return self._backward
+        if name in _COPIES and (module == "torch" or getattr(func, "__qualname__", "") == f"TensorBase.{name}"):
+            return self._copy(name)
+        if (name in thresholds.COMPARISONS or name == "round") and \
+                (module == "torch" or getattr(func, "__qualname__", "") == f"TensorBase.{name}"):
+            return self._threshold(name)
         in_place = name in _IN_PLACE_DUNDERS or (name.endswith("_") and not name.endswith("__")
                                                  and not name.startswith("_") and name not in _NOT_WRITES)
         arithmetic = name in _ARITHMETIC
+        if name in SHAPE_IN_PLACE:
+            return self._shape_in_place(name, self._op(name, in_place, arithmetic))
         if in_place or arithmetic:
             return self._op(name, in_place, arithmetic)
         if module == "torch.nn.functional" and "inplace" in getattr(getattr(func, "__code__", None), "co_varnames", ()):
@@ -623,6 +666,54 @@ class Session:
             if arithmetic and self.retention._tracked:
                 self._detect(self.retention.derived, args, output)
             return output
+
+        return handle
+
+    def _threshold(self, name: str) -> Callable:
+        """TL129: a comparison with 0.5, or a rounding (logits thresholded at 0.5)."""
+        def handle(func, args, kwargs):
+            try:
+                output = func(*args, **kwargs)
+            except Exception as error:
+                self.op_failed(func, args, kwargs, error)
+                raise
+            if name == "round" and not kwargs.get("decimals") or (len(args) > 1 and type(args[1]) is float
+                                                                  and args[1] == 0.5):
+                self._detect(self.thresholds.check, name, args[0] if args else kwargs.get("input"), output)
+            return output
+
+        return handle
+
+    def _shape_in_place(self, name: str, handler: Callable) -> Callable:
+        """TL127: an in-place shape change, perhaps of a temporary alias (`x.data.t_()`)."""
+        def handle(func, args, kwargs):
+            target = args[0] if args else None
+            before = None
+            if isinstance(target, torch.Tensor) and target.layout == torch.strided:
+                before = (tuple(target.shape), tuple(target.stride()))
+            output = handler(func, args, kwargs)
+            if before is not None:
+                self._detect(self.aliases.check, name, target, before, sys._getframe(1))
+            return output
+
+        return handle
+
+    def _copy(self, name: str) -> Callable:
+        """TL124: a tensor with a graph read into a new tensor (`torch.Tensor([loss])` probes
+        `__index__` first, `torch.tensor(loss)`, `x.new_tensor([loss])`)."""
+        def handle(func, args, kwargs):
+            value = args[0] if name == "__index__" else (args[1] if name == "new_tensor" and len(args) > 1
+                                                         else (args[0] if args else kwargs.get("data")))
+            if type(value) in (list, tuple) and value:
+                value = value[0]
+            if isinstance(value, torch.Tensor) and value.grad_fn is not None and torch.is_grad_enabled():
+                self._detect(lambda: self.unreached.copied(value, self.site()))
+            try:
+                return func(*args, **kwargs)
+            except Exception as error:
+                if name != "__index__":  # the legacy constructors try `__index__` and fall back to `__float__`
+                    self.op_failed(func, args, kwargs, error)
+                raise
 
         return handle
 
@@ -702,6 +793,7 @@ class Session:
         try:
             with _QUIET():
                 self.retention.check(final=True)
+                self.unreached.finish()
                 self.modes.finish(script_ended)
                 self.module_state.report_unregistered()
         except Exception as error:  # noqa: BLE001
@@ -812,6 +904,7 @@ class _ManualSteps:
                 f"update of every trainable parameter between two backwards) (--max-steps {limit})")
 
 
+_COPIES = frozenset({"__index__", "tensor", "new_tensor"})
 _DROPOUTS = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"})
 
 

@@ -112,6 +112,26 @@ CODES: Dict[str, Code] = {
 }
 
 
+# Codes whose detectors watch values only at the lines where they saw the situation: a finding
+# whose line ran is RAN WITHOUT HARM only where the run saw it there; else NO EVIDENCE, saying this.
+WATCHED_AT_LINES: Dict[str, str] = {
+    "TL123": "the run saw no dropout there run inside a model in eval() (the harm shows only in an evaluation)",
+    "TL124": "the run saw no tensor with an autograd graph copied into a new tensor there",
+    "TL127": "the run saw no in-place shape change of a `.data`/`.detach()` alias there",
+    "TL129": "the run saw no tensor compared with 0.5 (or rounded) there",
+    "TL131": "the run saw no loss computed there (the output of a *Loss module or an F.* loss), so it cannot "
+             "tell whether a backward reached it",
+}
+
+
+def unobservable(code: str) -> Optional[str]:
+    """Why a run cannot tell whether a finding of `code` whose line ran did harm; None when a
+    detector observes that code."""
+    if code in CODES:
+        return None
+    return f"its line ran, but torchlint run has no detector for {code}: whether it did harm is not observable in a run"
+
+
 def title(code: str) -> str:
     entry = CODES.get(code)
     return entry.title if entry is not None else code
@@ -272,8 +292,23 @@ CODES["TL134"] = Code("eval() left on in the training loop",
                       "an optimizer step after forwards (autograd on) of a module with Dropout/BatchNorm, all "
                       "in eval mode, when that module stepped in training mode before")
 CODES["TL123"] = Code("dropout that model.eval() cannot turn off",
-                      "F.dropout called with training=True (passed or by default) inside a forward of a root "
-                      "module in eval mode")
+                      "F.dropout called with training=True (passed or by default), or a Dropout module in "
+                      "training mode that is no submodule of the root (built in forward), inside a forward of "
+                      "a root module in eval mode")
+# -- losses no backward reached, aliases, thresholds (detectors/unreached.py, aliases.py, thresholds.py)
+CODES["TL124"] = Code("a loss copied into a new tensor before the backward",
+                      "a tensor with a graph copied at the line (`torch.Tensor([loss])` probes `__index__`, "
+                      "`torch.tensor(loss)`) whose graph was freed without any backward reaching it while "
+                      "backward and the optimizer went on (evidence for a static finding only)")
+CODES["TL131"] = Code("a loss overwritten before its backward",
+                      "losses computed at the line whose graphs were freed without any backward reaching them "
+                      "while backward and the optimizer went on (evidence for a static finding only)")
+CODES["TL127"] = Code("an in-place shape change of a temporary alias",
+                      "`t_`/`transpose_`/`squeeze_`/`unsqueeze_`/`resize_` called on the result of `.data` or "
+                      "`.detach()` and discarded by the statement, having changed the alias's shape or strides")
+CODES["TL129"] = Code("logits thresholded at 0.5",
+                      "a comparison with 0.5 (or `round`) of values outside [0, 1] that decides some elements "
+                      "differently than the comparison with 0 (evidence for a static finding only)")
 CODES["TL135"] = Code("an optimizer step with no backward since zero_grad()",
                       "an optimizer step none of whose trainable parameters got a gradient since the previous "
                       "step: every .grad None or all zero")

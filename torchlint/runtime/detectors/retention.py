@@ -39,11 +39,14 @@ class _Tracked:
     ref: Any
     iterations: Set[int]
     site: Optional[Site]
-    kind: str  # "loss" or "sum"
+    kind: str  # "loss", "sum" or "copy" (a tensor with a graph read into a new tensor: TL124 only)
     used: bool = False  # a backward went through its grad_fn
     seen_at_backward: bool = False  # first seen when backward() was called on it (site: that call)
     sources: Tuple[Any, ...] = ()  # the tracked entries a sum was computed from (weak: `_Tracked` objects)
     reported: bool = False  # a finding already holds it (one bug, one finding)
+    backwards: int = 0  # backward() calls seen before it was computed (detectors/unreached.py)
+    made_by: str = ""  # its grad_fn's class
+    copied_at: Optional[Site] = None  # the line that copied it into a new tensor (TL124)
 
 
 @dataclass
@@ -87,23 +90,39 @@ class Retention:
         entry = self._tracked.get(id(tensor))
         return entry is not None and entry.ref() is tensor
 
-    def track_loss(self, tensor: Any, site: Optional[Site], at_backward: bool = False) -> None:
-        if tensor.grad_fn is None or self.is_tracked(tensor) or len(self._tracked) >= MAX_TRACKED:
-            return
-        entry = _Tracked(None, {self.session.iteration}, site, "loss", seen_at_backward=at_backward)
-        key = (site.path, site.line) if site is not None else None
+    def entry_of(self, tensor: Any) -> Optional[_Tracked]:
+        entry = self._tracked.get(id(tensor))
+        return entry if entry is not None and entry.ref() is tensor else None
+
+    def loss_lines(self) -> Set[Tuple[str, int]]:
+        """The lines that computed the losses the run tracked."""
+        return {key for key in self._sites if key is not None}
+
+    def track_loss(self, tensor: Any, site: Optional[Site], at_backward: bool = False,
+                   kind: str = "loss") -> Optional[_Tracked]:
+        grad_fn = tensor.grad_fn
+        if grad_fn is None or self.is_tracked(tensor) or len(self._tracked) >= MAX_TRACKED:
+            return None
+        entry = _Tracked(None, {self.session.iteration}, site, kind, seen_at_backward=at_backward,
+                         backwards=self.session.backwards, made_by=type(grad_fn).__name__)
+        key = (site.path, site.line) if site is not None and kind == "loss" else None
         stats = self._sites.setdefault(key, _SiteStats()) if key is not None else None
         entry.ref = weakref.ref(tensor, self._on_death(id(tensor), entry, stats))
         self._tracked[id(tensor)] = entry
+        hook = self._on_backward(entry, stats)
         try:
-            tensor.grad_fn.register_prehook(self._on_backward(entry, stats))
+            grad_fn.register_prehook(hook)
         except Exception:  # noqa: BLE001 - a node that takes no hooks: treat as used
             entry.used = True
+        else:
+            if not at_backward:  # the hook goes with the graph's node: then the loss was either used or never
+                weakref.finalize(hook, self.session.unreached.freed, entry).atexit = False
         if stats is not None:
             stats.alive += 1
             stats.peak = max(stats.peak, stats.alive)
             if stats.alive >= RETAINED_WITHOUT_BACKWARD and stats.holder is None and stats.used == 0:
                 self._snapshot_holder(key, stats)
+        return entry
 
     def _on_death(self, key: int, entry: _Tracked, stats: Optional[_SiteStats]):
         def died(_ref: Any) -> None:
@@ -139,12 +158,12 @@ class Retention:
             if type(value) in (list, tuple):
                 for item in value:
                     entry = tracked.get(id(item))
-                    if entry is not None and entry.ref() is item:
+                    if entry is not None and entry.ref() is item and entry.kind != "copy":
                         spans |= entry.iterations
                         sources.append(entry)
                 continue
             entry = tracked.get(id(value))
-            if entry is not None and entry.ref() is value:
+            if entry is not None and entry.ref() is value and entry.kind != "copy":
                 spans |= entry.iterations
                 sources.append(entry)
         if not spans:

@@ -30,7 +30,13 @@ frozen unused layer (requires_grad False) is not.
 
 TL123: `F.dropout` (and its 1d/2d/3d/alpha variants), seen by the TorchFunctionMode only (its
 handler is chosen once per function), called inside a forward with training=True (passed or by
-default) while the root module of that forward is in eval mode: reported once per line.
+default) while the root module of that forward is in eval mode: reported once per line. The same
+for a Dropout module in training mode called inside such a forward (the forward pre-hook) that is
+no submodule of the root: built in `forward`, so `eval()` never reached it; the lines of the
+calling frame that bound it (`drop = nn.Dropout(p)`) are related lines. A registered Dropout
+switched back to `train()` (Monte Carlo dropout) is a submodule, and is not reported. Every
+dropout seen in an evaluation is a watched line: only there can a static TL123 have run without
+harm.
 
 Neither hook sees the line that built the optimizer or called `eval()`; each observation names
 the lines of the stepping frame that could have (the assignments of the name the optimizer is
@@ -169,12 +175,20 @@ class Wiring:
     def dropout_call(self, args: tuple, kwargs: dict) -> None:
         training = kwargs["training"] if "training" in kwargs else (args[2] if len(args) > 2 else True)
         if training is not True:
+            root = self.root() if self.root is not None else None
+            if root is not None and not getattr(root, "training", True):
+                site = self.session.site()
+                if site is not None:  # `training=self.training` in an evaluation: ran without harm
+                    self.session.watch("TL123", ((site.path, site.line),))
             return
         root = self.root() if self.root is not None else None
         if root is None or getattr(root, "training", True):
             return
         site = self.session.site()
-        if site is None or (site.path, site.line) in self._reported_123:
+        if site is None:
+            return
+        self.session.watch("TL123", ((site.path, site.line),))
+        if (site.path, site.line) in self._reported_123:
             return
         self._reported_123.add((site.path, site.line))
         name = type(root).__name__
@@ -185,6 +199,31 @@ class Wiring:
             f"built in `__init__`)",
             f"a forward of `{name}` with `{name}.training == False` called dropout with training=True "
             f"(p={kwargs.get('p', args[1] if len(args) > 1 else 0.5)})")
+
+    def dropout_module(self, module: Any, frame: Any) -> None:
+        """A Dropout module in training mode called inside a forward: one built in that forward
+        (no submodule of the root) while the root is in eval() drops activations in the evaluation.
+        A registered Dropout switched back to train() on purpose (Monte Carlo dropout) is left alone."""
+        root = self.root() if self.root is not None else None
+        if root is None or getattr(root, "training", True) or frame is None:
+            return
+        site = self.session.frames.site(frame)
+        if site is None:
+            return
+        built = _store_lines(frame, module)
+        self.session.watch("TL123", ((site.path, site.line),) + built)
+        if (site.path, site.line) in self._reported_123 or any(m is module for m in root.modules()):
+            return
+        self._reported_123.add((site.path, site.line))
+        name, kind = type(root).__name__, type(module).__name__
+        self.session.observe(
+            "TL123", site,
+            f"an `nn.{kind}` built inside `{name}`'s forward is a new module in training mode on every call: "
+            f"`{name}.eval()` never reaches it, so the evaluation drops activations at random; build it in "
+            f"`__init__` (or call `F.dropout(x, p, training=self.training)`)",
+            f"a forward of `{name}` with `{name}.training == False` called an `nn.{kind}` (p={module.p}) in training "
+            f"mode that is not a submodule of `{name}`",
+            related=built)
 
     # -- TL135 -------------------------------------------------------------------------------------
     def _no_gradient(self, optimizer: Any, frame: Any) -> None:
