@@ -38,7 +38,7 @@ from torch.overrides import TorchFunctionMode
 
 from torchlint.runtime import signatures
 from torchlint.runtime.detectors import discarded
-from torchlint.runtime.detectors import thresholds
+from torchlint.runtime.detectors import augmentation, thresholds
 from torchlint.runtime.detectors.aliases import SHAPE_IN_PLACE, Aliases
 from torchlint.runtime.detectors.construction import Construction
 from torchlint.runtime.detectors.failures import Failures
@@ -58,7 +58,7 @@ from torchlint.runtime.launcher import StopRun
 from torchlint.runtime.observation import Observation, Observations
 from torchlint.runtime.shapes import ShapeRecorder, ShapeTrace
 
-_USER_MODULE, _LOSS_MODULE, _DROPOUT_MODULE = 1, 2, 4
+_USER_MODULE, _LOSS_MODULE, _DROPOUT_MODULE, _RANDOM_TRANSFORM = 1, 2, 4, 8
 _IN_PLACE_DUNDERS = {"__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__",
                      "__ipow__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__imatmul__",
                      "__setitem__"}
@@ -175,6 +175,7 @@ class Session:
         self.unreached = Unreached(self)
         self.aliases = Aliases(self)
         self.thresholds = Thresholds(self)
+        self.augmentation = augmentation.Augmentation(self)
         self.module_state = ModuleState(self)
         self.inplace = InPlace(self)
         self.modes = Modes(self)
@@ -400,6 +401,8 @@ class Session:
             kind |= _LOSS_MODULE  # its input is checked in F.cross_entropy etc., which it calls
         if issubclass(cls, torch.nn.modules.dropout._DropoutNd):
             kind |= _DROPOUT_MODULE  # TL123: one built in forward is in training mode in an evaluation
+        if augmentation.is_random_transform(cls):
+            kind |= _RANDOM_TRANSFORM  # TL132: random augmentation while evaluating
         self._kinds[cls] = kind
         return kind
 
@@ -511,6 +514,8 @@ class Session:
                     self.inplace.after_library_call(module)
                 if kind & _LOSS_MODULE:
                     self.losses.after_loss(output, self.site(), args)
+                if kind & _RANDOM_TRANSFORM and not self.busy:
+                    self._detect(self.augmentation.transform_ran, module, args, output)
                 if depth == 0:
                     self.modes.call_ends(module, output)
                     if not torch.is_grad_enabled() and isinstance(output, torch.Tensor):

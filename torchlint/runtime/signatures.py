@@ -119,6 +119,8 @@ WATCHED_AT_LINES: Dict[str, str] = {
     "TL124": "the run saw no tensor with an autograd graph copied into a new tensor there",
     "TL127": "the run saw no in-place shape change of a `.data`/`.detach()` alias there",
     "TL129": "the run saw no tensor compared with 0.5 (or rounded) there",
+    "TL132": "the run saw no random transform of a class built there run on the data of an evaluation (with "
+             "autograd off or the model in eval(); torchvision before 0.8 wrote transforms no hook sees)",
     "TL131": "the run saw no loss computed there (the output of a *Loss module or an F.* loss), so it cannot "
              "tell whether a backward reached it",
 }
@@ -309,6 +311,10 @@ CODES["TL127"] = Code("an in-place shape change of a temporary alias",
 CODES["TL129"] = Code("logits thresholded at 0.5",
                       "a comparison with 0.5 (or `round`) of values outside [0, 1] that decides some elements "
                       "differently than the comparison with 0 (evidence for a static finding only)")
+CODES["TL132"] = Code("random augmentation in the data of an evaluation",
+                      "a random torchvision transform (a module since torchvision 0.8) run while loading data "
+                      "with autograd off or the model in eval(), whose second application to the same input "
+                      "(random state saved and restored) differs (evidence for a static finding only)")
 CODES["TL135"] = Code("an optimizer step with no backward since zero_grad()",
                       "an optimizer step none of whose trainable parameters got a gradient since the previous "
                       "step: every .grad None or all zero")
