@@ -115,6 +115,8 @@ CODES: Dict[str, Code] = {
 # Codes whose detectors watch values only at the lines where they saw the situation: a finding
 # whose line ran is RAN WITHOUT HARM only where the run saw it there; else NO EVIDENCE, saying this.
 WATCHED_AT_LINES: Dict[str, str] = {
+    "TL120": "the run saw no parameter an optimizer holds with `require_grad = False` set (and a "
+             "`require_grad = True` leaves a tensor without gradients, which no detector watches)",
     "TL123": "the run saw no dropout there run inside a model in eval() (the harm shows only in an evaluation)",
     "TL124": "the run saw no tensor with an autograd graph copied into a new tensor there",
     "TL127": "the run saw no in-place shape change of a `.data`/`.detach()` alias there",
@@ -311,6 +313,9 @@ CODES["TL127"] = Code("an in-place shape change of a temporary alias",
 CODES["TL129"] = Code("logits thresholded at 0.5",
                       "a comparison with 0.5 (or `round`) of values outside [0, 1] that decides some elements "
                       "differently than the comparison with 0 (evidence for a static finding only)")
+CODES["TL120"] = Code("`require_grad = False`: a typo that freezes nothing",
+                      "at an optimizer's first step, parameters it holds with a Python attribute `require_grad` "
+                      "False (on them or their module) that still require grad and got a gradient")
 CODES["TL132"] = Code("random augmentation in the data of an evaluation",
                       "a random torchvision transform (a module since torchvision 0.8) run while loading data "
                       "with autograd off or the model in eval(), whose second application to the same input "

@@ -46,6 +46,8 @@ bound to, the `.eval` attribute loads), read from its bytecode, as related lines
 from __future__ import annotations
 
 import dis
+import re
+import sys
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -79,6 +81,8 @@ class Wiring:
                 pass
 
     def before_step(self, optimizer: Any, frame: Any) -> None:
+        if self.session.step_of(optimizer) == 0:
+            self._typo_frozen(optimizer, frame)
         self._optimizer_reset(optimizer, frame)
         self._eval_left_on(optimizer, frame)
         self._no_gradient(optimizer, frame)
@@ -225,6 +229,42 @@ class Wiring:
             f"mode that is not a submodule of `{name}`",
             related=built)
 
+    # -- TL120 -------------------------------------------------------------------------------------
+    def _typo_frozen(self, optimizer: Any, frame: Any) -> None:
+        """At an optimizer's first step: parameters it holds that carry a Python attribute
+        `require_grad` set to False (or whose module does) and still require grad and got one."""
+        typo: List[Tuple[Any, str]] = []
+        owners = {}
+        for root in list(self.session._roots.values()):
+            for module in root.modules():
+                if vars(module).get("require_grad") is False:
+                    for param in module.parameters():
+                        owners.setdefault(id(param), "module")
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                marked = vars(param).get("require_grad") is False or id(param) in owners
+                if marked and param.requires_grad and param.grad is not None:
+                    typo.append((param, "parameter" if vars(param).get("require_grad") is False else "module"))
+        if not typo:
+            if any(vars(p).get("require_grad") is False for g in optimizer.param_groups for p in g["params"]):
+                self.session.watch("TL120", _typo_lines(self.session))
+            return
+        lines = _typo_lines(self.session)
+        self.session.watch("TL120", lines)
+        site = self.session.frames.site(frame)
+        if site is None:
+            return
+        names = [self.session.param_name(p) for p, _ in typo]
+        shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        count = sum(p.numel() for p, _ in typo)
+        self.session.observe(
+            "TL120", site,
+            "`require_grad = False` set an attribute torch never reads: the parameters meant to be frozen still "
+            "require grad and train; write `requires_grad = False` (or call `.requires_grad_(False)`)",
+            f"at the first step of `{type(optimizer).__name__}`, {len(typo)} parameters with `require_grad = False` "
+            f"({shown}; {count:,} weights) still have requires_grad True and a gradient, which this step applies",
+            related=lines)
+
     # -- TL135 -------------------------------------------------------------------------------------
     def _no_gradient(self, optimizer: Any, frame: Any) -> None:
         try:
@@ -326,6 +366,23 @@ class Wiring:
 
 
 UNUSED_AFTER = 3  # TL133: steps after which a layer never called is reported
+_TYPO_ASSIGNMENT = re.compile(r"\.require_grad\s*=\s*False\b")
+
+
+def _typo_lines(session: Any) -> Tuple[Tuple[str, int], ...]:
+    """The lines of the user's files on the stack (and the script) that assign `.require_grad = False`."""
+    files = {frame.f_code.co_filename for frame in session.user_frames()}
+    main = sys.modules.get("__main__")
+    if isinstance(getattr(main, "__file__", None), str) and session.frames.is_user_file(main.__file__):
+        files.add(main.__file__)
+    found: List[Tuple[str, int]] = []
+    for path in sorted(files):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                found.extend((path, n) for n, text in enumerate(handle, 1) if _TYPO_ASSIGNMENT.search(text))
+        except (OSError, UnicodeDecodeError):
+            continue
+    return tuple(found)
 
 
 def _init_lines(cls: type, attribute: str, is_user_file) -> List[Tuple[str, int]]:
