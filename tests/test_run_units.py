@@ -690,12 +690,12 @@ def test_ran_without_harm_only_where_a_detector_observes_the_code(tmp_path):
     observations = Observations()
     only = observations.add("TL106", None, "m", "ev", path=path, line=3)
     only.confirms_only = True
-    statics = [_finding("TL004", path, 1), _finding("TL120", path, 2)]
+    statics = [_finding("TL004", path, 1), _finding("TL121", path, 2)]
     results = reconcile(statics, observations.all(), lambda p, line: True,
                         unobservable=lambda code, path, line: signatures.unobservable(code))
     by_code = {r.code: r for r in results}
     assert by_code["TL004"].status == RAN_WITHOUT_HARM
-    assert by_code["TL120"].status == NO_EVIDENCE and "no detector for TL120" in by_code["TL120"].evidence
+    assert by_code["TL121"].status == NO_EVIDENCE and "no detector for TL121" in by_code["TL121"].evidence
     assert "TL106" not in by_code
 
 

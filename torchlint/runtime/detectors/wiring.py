@@ -233,30 +233,28 @@ class Wiring:
     def _typo_frozen(self, optimizer: Any, frame: Any) -> None:
         """At an optimizer's first step: parameters it holds that carry a Python attribute
         `require_grad` set to False (or whose module does) and still require grad and got one."""
-        typo: List[Tuple[Any, str]] = []
-        owners = {}
+        marked: Dict[int, Any] = {}  # parameters with the attribute, on them or on their module
         for root in list(self.session._roots.values()):
             for module in root.modules():
                 if vars(module).get("require_grad") is False:
-                    for param in module.parameters():
-                        owners.setdefault(id(param), "module")
-        for group in optimizer.param_groups:
-            for param in group["params"]:
-                marked = vars(param).get("require_grad") is False or id(param) in owners
-                if marked and param.requires_grad and param.grad is not None:
-                    typo.append((param, "parameter" if vars(param).get("require_grad") is False else "module"))
+                    marked.update((id(p), p) for p in module.parameters())
+            marked.update((id(p), p) for p in root.parameters() if vars(p).get("require_grad") is False)
+        held = [p for group in optimizer.param_groups for p in group["params"]]
+        marked.update((id(p), p) for p in held if vars(p).get("require_grad") is False)
+        if not marked:
+            return
+        typo = [p for p in held if id(p) in marked and p.requires_grad and p.grad is not None]
         if not typo:
-            if any(vars(p).get("require_grad") is False for g in optimizer.param_groups for p in g["params"]):
-                self.session.watch("TL120", _typo_lines(self.session))
+            self.session.watch("TL120", _typo_lines(self.session))  # seen, and harmless: nothing it marks trains
             return
         lines = _typo_lines(self.session)
         self.session.watch("TL120", lines)
         site = self.session.frames.site(frame)
         if site is None:
             return
-        names = [self.session.param_name(p) for p, _ in typo]
+        names = [self.session.param_name(p) for p in typo]
         shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        count = sum(p.numel() for p, _ in typo)
+        count = sum(p.numel() for p in typo)
         self.session.observe(
             "TL120", site,
             "`require_grad = False` set an attribute torch never reads: the parameters meant to be frozen still "
