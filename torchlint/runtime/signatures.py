@@ -327,6 +327,12 @@ CODES["TL133"] = Code("a layer with weights that forward never uses",
                       "a submodule with trainable parameters held by the optimizer, never called in the first "
                       "3 steps, whose .grad stayed None")
 
+# -- layers kept in a plain list and called as one (TL101) ------------------------------------------
+# `self.layers = [nn.Linear(...), ...]` then `self.layers(x)` in forward: TypeError "'list' object is
+# not callable"; the run names the container attribute and the `__init__` line that built it.
+_EXCEPTION_FAMILIES = _EXCEPTION_FAMILIES + (
+    ("TL101", ("TypeError",), re.compile(r"^'(?:list|tuple|dict)' object is not callable")),)
+
 # -- a called module without forward (TL128) ---------------------------------------------------------
 # nn.Module's own `forward` is `_forward_unimplemented`, which raises NotImplementedError 'Module [Net]
 # is missing the required "forward" function'; the static finding sits on the class (or the `forward`

@@ -132,6 +132,7 @@ class Failures:
             "TL203": self._legacy_direct,
             "TL205": self._legacy_direct,
             "TL128": self._without_forward,
+            "TL101": self._container_called,
             "TL116": self._numpy_of_grad,
             signatures.API_REMOVED: self._api_removed,
             signatures.SIGNATURE_MISMATCH: self._rejected_call,
@@ -475,6 +476,35 @@ class Failures:
                              f"method?), so calling it raises", f"{type(error).__name__}: {_first_sentence(error)}",
                              spans=(span,) if span else ())
 
+    def _container_called(self, error, family, op, modules, site) -> bool:
+        """A plain list/tuple/dict of layers called as if it were a module (`self.layers(x)`): the
+        module whose method raised is the innermost user frame's `self`; its container attributes
+        holding modules are what was called, built at the `__init__` lines that assign them."""
+        import torch
+
+        frame = _innermost_user_frame(error.__traceback__, self.session.frames.is_user_file)
+        owner = frame.f_locals.get("self") if frame is not None else None
+        if not isinstance(owner, torch.nn.Module):
+            return False
+        from torchlint.runtime.detectors.wiring import _init_lines
+
+        held = [(name, value) for name, value in vars(owner).items()
+                if type(value) in (list, tuple, dict) and any(isinstance(item, torch.nn.Module) for item in
+                                                              (value.values() if type(value) is dict else value))]
+        if not held:
+            return False
+        lines = tuple(line for name, _ in held
+                      for line in _init_lines(type(owner), name, self.session.frames.is_user_file))
+        name, value = held[0]
+        layers = list(value.values()) if type(value) is dict else list(value)
+        shown = ", ".join(type(m).__name__ for m in layers[:4]) + (", ..." if len(layers) > 4 else "")
+        return self._observe(
+            "TL101", site,
+            f"`self.{name}` is a plain {type(value).__name__} of layers: it cannot be called and its parameters "
+            "are not registered; use `nn.Sequential(...)` (or `nn.ModuleList` and a loop)",
+            f"{type(error).__name__}: {_first_sentence(error)}; `{type(owner).__name__}.{name}` holds "
+            f"{len(layers)} modules ({shown})", related=lines)
+
     def _legacy_direct(self, error, family, op, modules, site) -> bool:
         messages = {
             "TL203": "`backward(retain_variables=...)` was removed; use `retain_graph=`",
@@ -538,6 +568,15 @@ def _only_torch_below_user(error: BaseException, is_user_file) -> bool:
     if not users:
         return False
     return all(os.path.abspath(name).startswith(root) for name in frames[users[-1] + 1:])
+
+
+def _innermost_user_frame(tb: Any, is_user_file) -> Any:
+    found = None
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            found = tb.tb_frame
+        tb = tb.tb_next
+    return found
 
 
 def _unimplemented_module_in(error: BaseException) -> Any:
