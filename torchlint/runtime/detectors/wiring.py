@@ -341,13 +341,17 @@ class Wiring:
                 continue
             count = sum(p.numel() for p in child.parameters() if p.requires_grad)
             kind = type(child).__name__
-            self.session.observe(
+            observation = self.session.observe(
                 "TL133", site,
                 f"`{dotted}` ({kind}) is built and handed to the optimizer but its forward never runs: its "
                 f"weights never train; apply it in `forward` or remove it",
                 f"in the first {steps} steps of `{type(optimizer).__name__}`, `{type(parent).__name__}.{attribute}` "
                 f"({kind}, {count} trainable weights) was never called and its parameters' .grad stayed None",
                 related=tuple(lines[1:]))
+            if observation is not None and _read_outside_init(type(parent), attribute, self.session.frames.is_user_file):
+                # a layer the class's methods do use (`if self.do_bn: x = self.bn_input(x)`): unused in this
+                # configuration, by choice; evidence only where the static rule found it unused
+                observation.confirms_only = True
 
     def _has_mode_layers(self, module: Any) -> bool:
         try:
@@ -400,6 +404,29 @@ def _init_lines(cls: type, attribute: str, is_user_file) -> List[Tuple[str, int]
         except Exception:  # noqa: BLE001
             continue
     return found
+
+
+def _read_outside_init(cls: type, attribute: str, is_user_file) -> bool:
+    """Whether a method of the user's class (along the MRO), other than `__init__`, reads
+    `self.<attribute>` (nested functions and comprehensions included)."""
+    def reads(code: Any) -> bool:
+        for instruction in dis.get_instructions(code):
+            if instruction.opname in _ATTRIBUTE_LOADS and instruction.argval == attribute:
+                return True
+        return any(reads(const) for const in code.co_consts if hasattr(const, "co_code"))
+
+    for klass in getattr(cls, "__mro__", ()):
+        for name, value in vars(klass).items():
+            function = getattr(value, "__func__", value)
+            code = getattr(function, "__code__", None)
+            if name == "__init__" or code is None or not is_user_file(code.co_filename):
+                continue
+            try:
+                if reads(code):
+                    return True
+            except Exception:  # noqa: BLE001
+                continue
+    return False
 
 
 def _key(optimizer: Any) -> Tuple[int, ...]:
