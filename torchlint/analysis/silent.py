@@ -215,8 +215,13 @@ LazyBatchNorm1d LazyBatchNorm2d LazyBatchNorm3d SyncBatchNorm LayerNorm GroupNor
 MultiheadAttention Transformer TransformerEncoder TransformerDecoder TransformerEncoderLayer
 TransformerDecoderLayer
 """.split())
-# Keyword arguments that, set to False, leave such a layer without parameters (and, for
-# BatchNorm, `track_running_stats=False` too: then it is the functional form).
+# The keyword that, set to False, leaves a normalisation layer without parameters.
+_AFFINE_KEYWORD = {"LayerNorm": "elementwise_affine", "RMSNorm": "elementwise_affine", "GroupNorm": "affine"}
+
+
+def _false(call: cst.Call, name: str) -> bool:
+    value = keyword(call, name)
+    return isinstance(value, cst.Name) and value.value == "False"
 
 
 def parametric_module(sem: Semantic, call: cst.Call) -> Optional[str]:
@@ -227,11 +232,24 @@ def parametric_module(sem: Semantic, call: cst.Call) -> Optional[str]:
     member = api.torch_member(name)
     if member not in PARAMETRIC_MODULES:
         return None
-    if member in ("LayerNorm", "GroupNorm", "RMSNorm"):
-        affine = keyword(call, "elementwise_affine" if member != "GroupNorm" else "affine")
-        if isinstance(affine, cst.Name) and affine.value == "False":
-            return None
+    if _false(call, _AFFINE_KEYWORD.get(member, "affine" if "BatchNorm" in member else "")):
+        return None
     return member
+
+
+def stateful_norm_without_parameters(sem: Semantic, call: cst.Call) -> Optional[str]:
+    """The class name when `call` constructs a BatchNorm with `affine=False` that still tracks
+    running statistics: no parameters, but a mode (batch statistics in training, running ones in
+    eval). With `track_running_stats=False` too it is the functional form, the same in both modes."""
+    name = sem.qualified_name(call.func)
+    if name is None or not api.is_nn_module_class(name):
+        return None
+    member = api.torch_member(name)
+    if member is None or "BatchNorm" not in member or member not in PARAMETRIC_MODULES:
+        return None
+    if _false(call, "affine") and not _false(call, "track_running_stats"):
+        return member
+    return None
 
 
 def _layer_class(sem: Semantic, node: cst.BaseExpression) -> Optional[str]:

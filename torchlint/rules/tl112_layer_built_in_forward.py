@@ -30,9 +30,11 @@ normalise correctly on every call; only the learned scale and shift are missing.
 ## What it does
 Flags the construction of a `torch.nn` layer that holds parameters (`nn.Linear`, `nn.Conv2d`,
 `nn.Embedding`, `nn.LSTM`, `nn.BatchNorm2d`, `nn.LayerNorm`, ...) inside the `forward` method of
-an `nn.Module` subclass: `nn.Linear(h.shape[-1], 8)(h)`, `layer = nn.Conv2d(...)`. Parameter-free
+an `nn.Module` subclass: `nn.Linear(h.shape[-1], 8)(h)`, `layer = nn.Conv2d(...)`; also a
+BatchNorm with `affine=False`, which holds no parameters but has a training and an eval mode. Parameter-free
 modules (`nn.ReLU()`, `nn.Flatten()`, `nn.Dropout()`, `nn.Softmax()`, `nn.LayerNorm(...,
-elementwise_affine=False)`) are not flagged, nor is lazy initialisation that stores the layer
+elementwise_affine=False)`, `nn.BatchNorm1d(..., affine=False, track_running_stats=False)`, the
+same in training and eval) are not flagged, nor is lazy initialisation that stores the layer
 on the module under an `if` (`if self.fc is None: self.fc = nn.Linear(...)`, also through
 `self.add_module(...)` or `setattr(self, ...)`).
 
@@ -74,10 +76,20 @@ infers the input size at the first call).
     def check(self, node: cst.Call, ctx: RuleContext) -> None:
         sem = ctx.semantic
         layer = silent.parametric_module(sem, node)  # a name and set test: before the walk up
-        if layer is None or not sem.is_module_method(node, "forward") or _lazy_initialisation(sem, node):
+        stateful = silent.stateful_norm_without_parameters(sem, node) if layer is None else None
+        if (layer is None and stateful is None) or not sem.is_module_method(node, "forward") \
+                or _lazy_initialisation(sem, node):
             return
         advice = (f"build it once in `__init__` (`self.layer = {ctx.short(node.func, 20)}(...)`) and call "
                   f"`self.layer(...)`")
+        if stateful is not None:
+            ctx.report(
+                node,
+                f"`{ctx.short(node, 40)}` builds a new {stateful} on every `forward` call: a fresh layer is in "
+                f"training mode, so even after `model.eval()` it normalises with each batch's statistics (its "
+                f"running statistics start anew on every call and are never used): {advice}",
+                severity=Severity.ERROR)
+            return
         if layer in _NORMS_WITH_ONES:
             # Measured on torch 2.13: LayerNorm, GroupNorm and RMSNorm start at weight 1 (bias 0;
             # RMSNorm has none).

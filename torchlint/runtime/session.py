@@ -72,6 +72,7 @@ _ACTIVE: List[Optional["Session"]] = [None]
 # layers whose construction line the run notes (outside forwards): a rank or shape error raised
 # inside one points there (TL113, TL301)
 _REMEMBERED_LAYERS = (torch.nn.modules.batchnorm._BatchNorm, torch.nn.Linear, torch.nn.modules.conv._ConvNd)
+_BATCHNORM = torch.nn.modules.batchnorm._BatchNorm
 # Our own hook code reads tensor attributes (versions, grad_fn) and calls a few torch functions:
 # without this, each of those would go through the TorchFunctionMode as if the script had made it.
 _QUIET = torch._C.DisableTorchFunction
@@ -197,6 +198,7 @@ class Session:
         self._handles.append(nn_module.register_module_forward_pre_hook(self._forward_pre))
         self._handles.append(nn_module.register_module_forward_hook(self._forward_post, always_call=True))
         self._handles.append(nn_module.register_module_parameter_registration_hook(self._parameter_registered))
+        self._handles.append(nn_module.register_module_buffer_registration_hook(self._buffer_registered))
         self._handles.append(optim_module.register_optimizer_step_pre_hook(self._step_pre))
         self._handles.append(optim_module.register_optimizer_step_post_hook(self._step_post))
         if self.options.saved_tensors and not self.memory.install():
@@ -418,6 +420,20 @@ class Session:
                         self.construction.remember_batchnorm(module, sys._getframe(1))
                 elif param is not None:
                     self.construction.parameter_registered(module, name, param, sys._getframe(1))
+        except Exception as error:  # noqa: BLE001
+            self.internal_error(error)
+        return None
+
+    def _buffer_registered(self, module: Any, name: str, buffer: Any) -> None:
+        """TL112 for a BatchNorm without parameters (`affine=False`) built while a forward runs: it
+        registers its running statistics instead."""
+        if self._depth == 0 or self.disabled or self.busy or threading.get_ident() != self._main_thread:
+            return None
+        try:
+            if name == "running_mean" and buffer is not None and isinstance(module, _BATCHNORM) \
+                    and not module.affine:
+                with _QUIET():
+                    self.construction.parameter_registered(module, name, buffer, sys._getframe(1))
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
         return None

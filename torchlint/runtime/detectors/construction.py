@@ -1,7 +1,9 @@
 """TL112: a layer with parameters constructed during a forward, anew on every call.
 
 A global parameter-registration hook (`torch.nn.modules.module.
-register_module_parameter_registration_hook`) sees every `nn.Parameter` a module registers. One
+register_module_parameter_registration_hook`) sees every `nn.Parameter` a module registers (and
+the buffer-registration hook the running statistics of a BatchNorm with `affine=False`, which has
+no parameters but a training and an eval mode). One
 registered while a forward runs (the session's forward depth is above 0) comes from a layer built
 inside `forward`. The construction site (the innermost user frame) is reported once a second,
 different module is built there: lazy initialisation (`if self.fc is None: self.fc = ...`) builds
@@ -51,8 +53,11 @@ class Construction:
         if count != 2:
             return
         shape = "x".join(str(s) for s in getattr(param, "shape", ())) or "?"
+        stateful = not any(p is not None for p in module._parameters.values())
         self.session.observe(
             "TL112", site,
+            f"a `{name}` is built inside a forward on every call: a fresh layer is in training mode, so even after "
+            "`model.eval()` it normalises with each batch's statistics; build it once in `__init__`" if stateful else
             f"a `{name}` is built inside a forward on every call: its weights start random each time and the "
             "optimizer never sees them; build it once in `__init__`",
             f"a new `{name}` (its `{parameter}` {shape}, freshly initialised) was constructed at this line during a "

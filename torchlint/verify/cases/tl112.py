@@ -45,3 +45,47 @@ parameters = len(list(head.parameters()))
         expect={"left": "differs", "op": ">", "right": "0", "show": ["parameters"]},
     ),
 ]
+
+CASES.append(
+    Case(
+        rule="TL112",
+        title="BatchNorm1d(affine=False) built in forward: in eval() a sample's output still depends on its batch",
+        bad="""\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(self, h):
+        return nn.BatchNorm1d(4, affine=False)(h)
+
+
+net = Net().to(DEVICE).eval()
+batch = torch.randn(8, 4, device=DEVICE)
+other = torch.cat([batch[:1], 5 + torch.randn(7, 4, device=DEVICE)])
+depends = (net(batch)[0] - net(other)[0]).abs().max().item()
+""",
+        good="""\
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.BatchNorm1d(4, affine=False)
+
+    def forward(self, h):
+        return self.norm(h)
+
+
+net = Net().to(DEVICE).eval()
+batch = torch.randn(8, 4, device=DEVICE)
+other = torch.cat([batch[:1], 5 + torch.randn(7, 4, device=DEVICE)])
+depends = (net(batch)[0] - net(other)[0]).abs().max().item()
+""",
+        bad_line=7,
+        probe="value_compare",
+        expect={"left": "depends", "op": ">", "right": "0"},
+    )
+)
