@@ -431,3 +431,22 @@ def test_statuses_after_a_crash(tmp_path):
     assert result.stdout.count("IndexError: invalid index of a 0-dim tensor. Use") == 1  # the traceback only
     assert "evidence: the error in the traceback above (the tensor is 0-dim: value 3)" in result.stdout
     assert result.stdout.splitlines()[0].startswith(f"torchlint run {index}: stopped by a known rule's error (")
+
+
+@needs_torch
+def test_a_warning_torch_raises_in_the_users_call_points_at_the_users_line(tmp_path):
+    """torch warns at the innermost Python frame; under the run's TorchFunctionMode that frame is
+    the mode's own, so the warning is pointed back at the frame that made the call, as without the run."""
+    script = _script(tmp_path, "warns.py", '''\
+        import torch
+
+        w = torch.randn(3, requires_grad=True)
+        loss = (w * 2).sum()
+        value = float(loss)
+        print(value > -1e9)
+        ''')
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path)
+    result = torchlint("run", "--output-format", "json", str(script), cwd=tmp_path)
+    assert f"{script}:5: UserWarning: Converting a tensor" in plain.stderr
+    assert f"{script}:5: UserWarning: Converting a tensor" in result.stderr, result.stderr[-2000:]
+    assert "torchlint" not in result.stderr.split("UserWarning")[0]

@@ -804,6 +804,8 @@ class Session:
                         self.observe(mapped[0], site, mapped[1], f"{category.__name__}: {text[:240]}")
         except Exception as error:  # noqa: BLE001
             self.internal_error(error)
+        if isinstance(filename, str) and filename.startswith(_RUNTIME_DIR):
+            filename, lineno = _warned_from(sys._getframe(1), filename, lineno)
         showwarning = self._showwarning or warnings._showwarning_orig  # type: ignore[attr-defined]
         return showwarning(message, category, filename, lineno, file, line)
 
@@ -927,6 +929,22 @@ class _ManualSteps:
 
 _COPIES = frozenset({"__index__", "tensor", "new_tensor"})
 _DROPOUTS = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"})
+
+
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _warned_from(frame: Any, filename: str, lineno: int) -> Tuple[str, int]:
+    """Where a warning raised by torch inside our TorchFunctionMode would point without the run:
+    torch warns at the innermost Python frame, which is the mode's (or a handler's) while it calls
+    the op; the frame that called the op is the first one above that is neither ours nor the
+    warnings module's."""
+    while frame is not None and (frame.f_code.co_filename.startswith(_RUNTIME_DIR)
+                                 or frame.f_code.co_filename == warnings.__file__):
+        frame = frame.f_back
+    if frame is None:
+        return filename, lineno
+    return frame.f_code.co_filename, frame.f_lineno
 
 
 def _has_closure(args: tuple, kwargs: dict) -> bool:
