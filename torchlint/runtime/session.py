@@ -259,6 +259,23 @@ class Session:
             frame = frame.f_back
         return frames
 
+    def lines_matching(self, pattern: Any) -> Tuple[Tuple[str, int], ...]:
+        """The lines of the user's files on the stack (and of the script) whose code, comments left
+        out, matches `pattern`: where a value the run sees was built, when no hook saw it built."""
+        files = {frame.f_code.co_filename for frame in self.user_frames()}
+        main = sys.modules.get("__main__")
+        if isinstance(getattr(main, "__file__", None), str) and self.frames.is_user_file(main.__file__):
+            files.add(main.__file__)
+        found: List[Tuple[str, int]] = []
+        for path in sorted(files):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    found.extend((path, number) for number, text in enumerate(handle, 1)
+                                 if pattern.search(text.split("#", 1)[0]))
+            except (OSError, UnicodeDecodeError):
+                continue
+        return tuple(found)
+
     def watch(self, code: str, lines: Any) -> None:
         """`lines`: (path, line) pairs where a value-watching detector saw the situation of `code`."""
         self.watched.setdefault(code, set()).update(lines)

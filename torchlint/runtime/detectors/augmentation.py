@@ -85,25 +85,9 @@ class Augmentation:
         return None
 
     def _construction_lines(self, name: str) -> Tuple[Tuple[str, int], ...]:
-        """The lines of the user's files (those on the stack, and the script) that construct `name`."""
         found = self._lines.get(name)
-        if found is not None:
-            return found
-        pattern = re.compile(rf"\b{re.escape(name)}\s*\(")
-        files = {frame.f_code.co_filename for frame in self.session.user_frames()}
-        main = sys.modules.get("__main__")
-        if isinstance(getattr(main, "__file__", None), str) and self.session.frames.is_user_file(main.__file__):
-            files.add(main.__file__)
-        lines: List[Tuple[str, int]] = []
-        for path in sorted(files):
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    for number, text in enumerate(handle, 1):
-                        if pattern.search(text.split("#", 1)[0]):
-                            lines.append((path, number))
-            except (OSError, UnicodeDecodeError):
-                continue
-        found = self._lines[name] = tuple(lines)
+        if found is None:
+            found = self._lines[name] = self.session.lines_matching(re.compile(rf"\b{re.escape(name)}\s*\("))
         return found
 
 

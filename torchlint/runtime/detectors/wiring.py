@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dis
 import re
-import sys
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -245,9 +244,10 @@ class Wiring:
             return
         typo = [p for p in held if id(p) in marked and p.requires_grad and p.grad is not None]
         if not typo:
-            self.session.watch("TL120", _typo_lines(self.session))  # seen, and harmless: nothing it marks trains
+            # seen, and harmless: nothing it marks trains
+            self.session.watch("TL120", self.session.lines_matching(_TYPO_ASSIGNMENT))
             return
-        lines = _typo_lines(self.session)
+        lines = self.session.lines_matching(_TYPO_ASSIGNMENT)
         self.session.watch("TL120", lines)
         site = self.session.frames.site(frame)
         if site is None:
@@ -369,22 +369,6 @@ class Wiring:
 
 UNUSED_AFTER = 3  # TL133: steps after which a layer never called is reported
 _TYPO_ASSIGNMENT = re.compile(r"\.require_grad\s*=\s*False\b")
-
-
-def _typo_lines(session: Any) -> Tuple[Tuple[str, int], ...]:
-    """The lines of the user's files on the stack (and the script) that assign `.require_grad = False`."""
-    files = {frame.f_code.co_filename for frame in session.user_frames()}
-    main = sys.modules.get("__main__")
-    if isinstance(getattr(main, "__file__", None), str) and session.frames.is_user_file(main.__file__):
-        files.add(main.__file__)
-    found: List[Tuple[str, int]] = []
-    for path in sorted(files):
-        try:
-            with open(path, encoding="utf-8") as handle:
-                found.extend((path, n) for n, text in enumerate(handle, 1) if _TYPO_ASSIGNMENT.search(text))
-        except (OSError, UnicodeDecodeError):
-            continue
-    return tuple(found)
 
 
 def _init_lines(cls: type, attribute: str, is_user_file) -> List[Tuple[str, int]]:
