@@ -15,7 +15,7 @@ from torchlint.rules.base import FixSpec, Replace, Rule, RuleContext
 # a reshaping op, a concatenation or a loss.
 SHAPE_TRIGGERS = ("Linear", "Conv", "Norm", "LSTM", "GRU", "RNN", "Attention", "Transformer", "Embedding",
                   "Pool", "pool", "view", "reshape", "flatten", "softmax", "Dropout", "cat", "Loss", "loss", "Normalize",
-                  "summary", "Shuffle", "Sequential")
+                  "summary", "Shuffle", "Sequential", "matmul", ".mm(", ".bmm(", ".dot(", " @ ")
 
 
 class ShapeRule(Rule):

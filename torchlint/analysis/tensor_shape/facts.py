@@ -455,7 +455,7 @@ class _Builder:
 
 
 _SCRIPT_METHODS = frozenset({"view", "reshape", "flatten", "permute", "transpose", "squeeze", "unsqueeze",
-                             "expand", "matmul", "mm", "bmm", "softmax", "log_softmax"})
+                             "expand", "matmul", "mm", "bmm", "softmax", "log_softmax", "dot"})
 
 
 def _script_statements(module: cst.Module):
@@ -472,7 +472,12 @@ def _script_statements(module: cst.Module):
             continue
         for small in statement.body:
             value = getattr(small, "value", None) if isinstance(small, (cst.Expr, cst.Assign, cst.AnnAssign)) else None
-            if type(value) is cst.Call:
+            if type(value) is not cst.Call:
+                continue
+            if type(value.func) is cst.Name and value.func.value == "print":
+                # `print('torch:', a.dot(a))`: a tutorial's ops are often printed as they run
+                yield from (a.value for a in value.args if type(a.value) is cst.Call)
+            else:
                 yield value
 
 

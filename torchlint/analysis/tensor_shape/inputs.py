@@ -54,6 +54,9 @@ _SIZE_KEEPING = frozenset({
 })
 
 _FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "FloatTensor", "Tensor"})
+# Constructors whose single sequence argument is the data, not the sizes: `torch.FloatTensor([2, 3])`
+# is the 1-D tensor [2., 3.] (shape (2,)), `torch.FloatTensor(2, 3)` a 2x3 one.
+_DATA_CONSTRUCTORS = frozenset({"FloatTensor", "Tensor", "DoubleTensor", "LongTensor", "IntTensor", "tensor"})
 
 
 @dataclass
@@ -466,7 +469,7 @@ def tensor_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
         return None
     qualified = sem.qualified_name(call.func) or ""
     parts = qualified.split(".")
-    if len(parts) != 2 or parts[0] != "torch" or parts[1] not in _FACTORIES | {"randint"}:
+    if len(parts) != 2 or parts[0] != "torch" or parts[1] not in _FACTORIES | _DATA_CONSTRUCTORS | {"randint"}:
         return None
     positional = [a for a in call.args if a.keyword is None]
     if any(a.star for a in call.args):
@@ -481,15 +484,33 @@ def tensor_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
         dims = value if isinstance(value, tuple) else None
     else:
         values = [evaluate(sem, a.value, {}, 0) for a in positional]
-        dims = values[0] if len(values) == 1 and isinstance(values[0], tuple) else tuple(values)
-        if parts[1] in ("FloatTensor", "Tensor") and len(values) == 1 and not isinstance(values[0], tuple):
-            return None
+        if parts[1] in _DATA_CONSTRUCTORS:
+            if len(values) != 1 or not isinstance(values[0], tuple):
+                if parts[1] == "tensor" or len(values) < 2:
+                    return None  # `torch.tensor(3.0)`, `torch.FloatTensor(n)`: no data shape to read
+                dims = tuple(values)  # `torch.FloatTensor(2, 3)`: sizes
+            else:
+                dims = _data_shape(values[0])
+        else:
+            dims = values[0] if len(values) == 1 and isinstance(values[0], tuple) else tuple(values)
     if not dims or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims):
         return None
     label = f"`{short_text(sem, call)}`"
     if len(dims) in (4, 5):  # images and volumes: the batch comes first, and any batch size must work
         return Source(tuple(dims[1:]), label, batch_size=dims[0], where=(sem, call))
     return Source(tuple(dims), label, batched=False, where=(sem, call))
+
+
+def _data_shape(data: Any) -> Optional[Tuple[int, ...]]:
+    """The shape of nested literal data (`[[1, 2], [3, 4]]`: (2, 2)); None when ragged or unknown."""
+    if isinstance(data, (int, float)) and not isinstance(data, bool):
+        return ()
+    if not isinstance(data, tuple) or not data:
+        return None
+    inner = [_data_shape(item) for item in data]
+    if inner[0] is None or any(shape != inner[0] for shape in inner):
+        return None
+    return (len(data),) + inner[0]
 
 
 def _whole(source: Source) -> Tuple[D.Dim, ...]:

@@ -1477,7 +1477,8 @@ class Interpreter:
         if qualified:
             if hasattr(frame, "factory") and qualified.split(".")[0] == "torch" and \
                     qualified.rsplit(".", 1)[-1] in ("randn", "rand", "zeros", "ones", "empty", "randint", "arange",
-                                                     "linspace"):
+                                                     "linspace", "FloatTensor", "Tensor", "tensor", "DoubleTensor",
+                                                     "LongTensor", "IntTensor"):
                 built = frame.factory(call)
                 if built is not UNKNOWN:
                     return built

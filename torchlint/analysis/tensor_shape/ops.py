@@ -58,7 +58,7 @@ _POOL_FUNCTIONS = {
 # The torch functions whose misfits a script's own top-level call can show (facts' script ops).
 CHECKED_FUNCTIONS = frozenset(_POOL_FUNCTIONS) | {
     "flatten", "cat", "concat", "concatenate", "stack", "matmul", "mm", "bmm", "softmax", "log_softmax",
-    "interpolate", "pad",
+    "interpolate", "pad", "dot",
 }
 
 
@@ -155,6 +155,21 @@ def matmul(a: D.Shape, b: D.Shape):
     if batch is None or isinstance(batch, str):
         return None
     return batch + (a[-2], b[-1])
+
+
+def dot(a: D.Shape, b: D.Shape) -> Any:
+    """`torch.dot` / `Tensor.dot`: two 1-D tensors of one length, a 0-dim result (measured on torch
+    2.13: `1D tensors expected, but got 2D and 2D tensors`, `inconsistent tensor size`)."""
+    if a is None or b is None:
+        return UNKNOWN
+    if len(a) != 1 or len(b) != 1:
+        return OpProblem("matmul", f"`dot` of {D.shape_text(a)} and {D.shape_text(b)}: it takes two 1-D tensors "
+                                   f"(torch raises `1D tensors expected, but got {len(a)}D and {len(b)}D tensors`; "
+                                   f"`@` or `torch.matmul` multiplies matrices)")
+    if D.same(a[0], b[0]) is False:
+        return OpProblem("matmul", f"`dot` of {D.shape_text(a)} and {D.shape_text(b)}: the lengths differ (torch "
+                                   f"raises `inconsistent tensor size`)")
+    return Tensor(())
 
 
 def indexed(sem, shape: D.Shape, slices: Sequence[cst.SubscriptElement]) -> D.Shape:
@@ -330,6 +345,8 @@ def tensor_method(name: str, shape: D.Shape, positional: List[Any], keywords: Di
         dim = positional[0] if positional and name != "norm" else keywords.get("dim", UNKNOWN if positional else None)
         keepdim = _python(keywords.get("keepdim", positional[1] if len(positional) > 1 and name != "norm" else False))
         return reduce(shape, dim, keepdim)
+    if name == "dot" and len(positional) == 1 and isinstance(positional[0], Tensor):
+        return dot(shape, positional[0].shape)
     if name == "expand":
         sizes = positional[0].items if len(positional) == 1 and isinstance(positional[0], Tup) else positional
         dims = [_dim_of(s) for s in sizes]
@@ -388,6 +405,10 @@ def function(qualified: str, positional: List[Any], keywords: Dict[str, Any], ba
         return _flattened("torch.flatten", shape, start, end)
     if name in ("cat", "concat", "concatenate", "stack") and len(parts) == 2:
         return _cat(name, first, positional[1] if len(positional) > 1 else keywords.get("dim", 0))
+    if name == "dot" and len(parts) == 2 and len(positional) == 2:
+        if isinstance(positional[0], Tensor) and isinstance(positional[1], Tensor):
+            return dot(positional[0].shape, positional[1].shape)
+        return UNKNOWN
     if name in ("matmul", "mm", "bmm") and len(parts) == 2 and len(positional) == 2:
         if isinstance(positional[0], Tensor) and isinstance(positional[1], Tensor):
             result = matmul(positional[0].shape, positional[1].shape)

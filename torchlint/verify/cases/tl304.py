@@ -65,3 +65,32 @@ CASES = [
         expect={"exc": "RuntimeError", "match": "Sizes of tensors must match except in dimension 1"},
     ),
 ]
+
+_DOT = """\
+import torch
+
+data = [[1, 2], [3, 4]]
+tensor = torch.FloatTensor(data).to(DEVICE)
+print('torch:', {product})
+"""
+
+CASES += [
+    Case(
+        rule="TL304",
+        title="torch.dot of 2-D tensors (a 2017 tutorial's `tensor.dot(tensor)`, which flattened them then)",
+        bad=_DOT.format(product="tensor.dot(tensor)"),
+        good=_DOT.format(product="tensor @ tensor"),
+        bad_line=5,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "1D tensors expected, but got 2D and 2D tensors"},
+    ),
+    Case(
+        rule="TL304",
+        title="torch.dot of 1-D tensors of different lengths",
+        bad="import torch\n\nscore = torch.dot(torch.tensor([1.0, 2.0, 3.0], device=DEVICE), torch.ones(4, device=DEVICE))\n",
+        good="import torch\n\nscore = torch.dot(torch.tensor([1.0, 2.0, 3.0], device=DEVICE), torch.ones(3, device=DEVICE))\n",
+        bad_line=3,
+        probe="raises",
+        expect={"exc": "RuntimeError", "match": "inconsistent tensor size"},
+    ),
+]
