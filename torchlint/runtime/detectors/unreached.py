@@ -105,3 +105,4 @@ class Unreached:
                 related=((origin.path, origin.line),) if origin is not None else ())
         if observation is not None:
             observation.confirms_only = True
+            observation.count = max(observation.count, count)  # it may confirm as many findings in the statement
