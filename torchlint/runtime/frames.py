@@ -62,13 +62,21 @@ class UserFrames:
     def site_of_traceback(self, tb: Optional[TracebackType]) -> Optional[Site]:
         """The innermost user frame of an exception's traceback (where it left the user's code),
         with every user frame of the traceback, innermost first."""
-        user = [(t.tb_frame, t.tb_lineno) for t in _walk(tb) if self.is_user_file(t.tb_frame.f_code.co_filename)]
+        user = self._user_entries(tb)
         if not user:
             return None
-        frame, line = user[-1]
-        stack = tuple((f.f_code.co_filename, n) for f, n in reversed(user))
-        innermost = [t for t in _walk(tb) if self.is_user_file(t.tb_frame.f_code.co_filename)][-1]
+        innermost = user[-1]
+        frame, line = innermost.tb_frame, innermost.tb_lineno
+        stack = tuple((t.tb_frame.f_code.co_filename, t.tb_lineno) for t in reversed(user))
         return Site(frame.f_code.co_filename, line, frame.f_code.co_name, stack, column=_raised_at(innermost, line))
+
+    def innermost_of_traceback(self, tb: Optional[TracebackType]) -> Optional[FrameType]:
+        """The innermost user frame of an exception's traceback (its locals as they were)."""
+        user = self._user_entries(tb)
+        return user[-1].tb_frame if user else None
+
+    def _user_entries(self, tb: Optional[TracebackType]) -> List[TracebackType]:
+        return [t for t in _walk(tb) if self.is_user_file(t.tb_frame.f_code.co_filename)]
 
     def trimmed_traceback(self, error: BaseException) -> str:
         """The traceback as Python prints it, keeping only frames in the user's files."""

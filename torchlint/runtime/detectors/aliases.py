@@ -13,39 +13,28 @@ every such line is one the run watched.
 
 from __future__ import annotations
 
-import bisect
 import dis
-import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
+
+from torchlint.runtime import bytecode
 
 SHAPE_IN_PLACE = frozenset({"t_", "transpose_", "swapdims_", "swapaxes_", "squeeze_", "unsqueeze_", "resize_",
                             "resize_as_", "as_strided_"})
 _LOADS = frozenset({"LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL", "LOAD_DEREF"})
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class Aliases:
     def __init__(self, session) -> None:
         self.session = session
-        self._code: Dict[Any, Tuple[List[int], List[dis.Instruction]]] = {}
-
-    def _instructions(self, code: Any) -> Tuple[List[int], List[dis.Instruction]]:
-        table = self._code.get(code)
-        if table is None:
-            instructions = list(dis.get_instructions(code))
-            table = self._code[code] = ([i.offset for i in instructions], instructions)
-        return table
 
     def check(self, name: str, alias: Any, before: Tuple[Tuple[int, ...], Tuple[int, ...]], frame: Any) -> None:
-        while frame is not None and frame.f_code.co_filename.startswith((_TORCH_DIR, _OWN_DIR)):
-            frame = frame.f_back
+        frame = bytecode.calling_frame(frame)
         if frame is None or not self.session.frames.is_user_file(frame.f_code.co_filename):
             return
-        offsets, instructions = self._instructions(frame.f_code)
-        call = bisect.bisect_right(offsets, frame.f_lasti) - 1
+        instructions = bytecode.instructions(frame.f_code)[1]
+        call = bytecode.index_at(frame.f_code, frame.f_lasti)
         if call < 0 or not instructions[call].opname.startswith("CALL"):
             return
         receiver = _receiver(instructions, call, name)

@@ -10,23 +10,18 @@ itself: nothing was lost).
 
 from __future__ import annotations
 
-import bisect
-import dis
-import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import torch
 
 from torchlint.analysis import torch_api as api
 from torchlint.analysis.out_of_place import DEVICE_AND_DTYPE_MOVES, OUT_OF_PLACE_FUNCTIONAL
+from torchlint.runtime import bytecode
 
 # Tensor methods checked at run time: the moves and casts, transposes and reshapes (the element-wise
 # methods go through the session's arithmetic handler and stay out of this cheap path).
 METHODS = DEVICE_AND_DTYPE_MOVES | api.TRANSPOSING | api.RESHAPING | frozenset({"view", "clone", "detach"})
 FUNCTIONAL = frozenset(n for n in OUT_OF_PLACE_FUNCTIONAL if "dropout" in n) | frozenset({"relu", "softmax"})
-
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def applies(func: Any) -> bool:
@@ -40,29 +35,16 @@ def applies(func: Any) -> bool:
 class Discarded:
     def __init__(self, session) -> None:
         self.session = session
-        self._next: Dict[Any, Tuple[List[int], List[str]]] = {}
-
-    def _next_instruction(self, code: Any, offset: int) -> Optional[str]:
-        """The instruction after the one at `offset` (a frame's `f_lasti`, which may point into
-        the inline cache entries that follow a CALL)."""
-        table = self._next.get(code)
-        if table is None:
-            instructions = list(dis.get_instructions(code))
-            table = self._next[code] = ([i.offset for i in instructions], [i.opname for i in instructions])
-        offsets, names = table
-        index = bisect.bisect_right(offsets, offset) - 1
-        return names[index + 1] if 0 <= index < len(names) - 1 else None
 
     def check(self, func: Any, args: tuple, kwargs: dict, output: Any, frame: Any) -> None:
         if not isinstance(output, torch.Tensor) or not args or output is args[0]:
             return
         if kwargs.get("out") is not None or kwargs.get("inplace"):
             return
-        while frame is not None and frame.f_code.co_filename.startswith((_TORCH_DIR, _OWN_DIR)):
-            frame = frame.f_back
+        frame = bytecode.calling_frame(frame)
         if frame is None or not self.session.frames.is_user_file(frame.f_code.co_filename):
             return
-        if self._next_instruction(frame.f_code, frame.f_lasti) != "POP_TOP":
+        if bytecode.next_opname(frame.f_code, frame.f_lasti) != "POP_TOP":
             return
         site = self.session.frames.site(frame)
         name = getattr(func, "__name__", "?")

@@ -482,19 +482,17 @@ class Failures:
         holding modules are what was called, built at the `__init__` lines that assign them."""
         import torch
 
-        frame = _innermost_user_frame(error.__traceback__, self.session.frames.is_user_file)
+        frame = self.session.frames.innermost_of_traceback(error.__traceback__)
         owner = frame.f_locals.get("self") if frame is not None else None
         if not isinstance(owner, torch.nn.Module):
             return False
-        from torchlint.runtime.detectors.wiring import _init_lines
-
         held = [(name, value) for name, value in vars(owner).items()
                 if type(value) in (list, tuple, dict) and any(isinstance(item, torch.nn.Module) for item in
                                                               (value.values() if type(value) is dict else value))]
         if not held:
             return False
         lines = tuple(line for name, _ in held
-                      for line in _init_lines(type(owner), name, self.session.frames.is_user_file))
+                      for line in project.attribute_lines(type(owner), name, methods=["__init__"]))
         name, value = held[0]
         layers = list(value.values()) if type(value) is dict else list(value)
         shown = ", ".join(type(m).__name__ for m in layers[:4]) + (", ..." if len(layers) > 4 else "")
@@ -568,15 +566,6 @@ def _only_torch_below_user(error: BaseException, is_user_file) -> bool:
     if not users:
         return False
     return all(os.path.abspath(name).startswith(root) for name in frames[users[-1] + 1:])
-
-
-def _innermost_user_frame(tb: Any, is_user_file) -> Any:
-    found = None
-    while tb is not None:
-        if is_user_file(tb.tb_frame.f_code.co_filename):
-            found = tb.tb_frame
-        tb = tb.tb_next
-    return found
 
 
 def _unimplemented_module_in(error: BaseException) -> Any:

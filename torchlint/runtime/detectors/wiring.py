@@ -45,10 +45,12 @@ bound to, the `.eval` attribute loads), read from its bytecode, as related lines
 
 from __future__ import annotations
 
-import dis
 import re
 import weakref
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
+
+from torchlint.runtime import bytecode, project
+from torchlint.runtime.frames import Site
 
 _STORES = frozenset({"STORE_NAME", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF"})
 _ATTRIBUTE_LOADS = frozenset({"LOAD_ATTR", "LOAD_METHOD"})
@@ -329,11 +331,10 @@ class Wiring:
                 walk(root, "")
         steps = self.session.step_of(optimizer)
         for parent, attribute, child, dotted in found:
-            lines = _init_lines(type(parent), attribute, self.session.frames.is_user_file)
+            lines = [found for found in project.attribute_lines(type(parent), attribute, methods=["__init__"])
+                     if self.session.frames.is_user_file(found[0])]
             if lines:
                 path, line = lines[0]
-                from torchlint.runtime.frames import Site
-
                 site = Site(path, line, "__init__", ((path, line),))
             else:
                 site = self.session.frames.site(frame)
@@ -348,7 +349,8 @@ class Wiring:
                 f"in the first {steps} steps of `{type(optimizer).__name__}`, `{type(parent).__name__}.{attribute}` "
                 f"({kind}, {count} trainable weights) was never called and its parameters' .grad stayed None",
                 related=tuple(lines[1:]))
-            if observation is not None and _read_outside_init(type(parent), attribute, self.session.frames.is_user_file):
+            if observation is not None and \
+                    _read_outside_init(type(parent), attribute, self.session.frames.is_user_file):
                 # a layer the class's methods do use (`if self.do_bn: x = self.bn_input(x)`): unused in this
                 # configuration, by choice; evidence only where the static rule found it unused
                 observation.confirms_only = True
@@ -371,30 +373,11 @@ UNUSED_AFTER = 3  # TL133: steps after which a layer never called is reported
 _TYPO_ASSIGNMENT = re.compile(r"\.require_grad\s*=\s*False\b")
 
 
-def _init_lines(cls: type, attribute: str, is_user_file) -> List[Tuple[str, int]]:
-    """The lines of the user's `__init__` methods (along the MRO) that assign `self.<attribute>`."""
-    found: List[Tuple[str, int]] = []
-    for klass in getattr(cls, "__mro__", ()):
-        code = getattr(klass.__dict__.get("__init__"), "__code__", None)
-        if code is None or not is_user_file(code.co_filename):
-            continue
-        try:
-            for instruction in dis.get_instructions(code):
-                if instruction.opname == "STORE_ATTR" and instruction.argval == attribute:
-                    positions = getattr(instruction, "positions", None)
-                    line = positions.lineno if positions is not None else None
-                    if line is not None and (code.co_filename, line) not in found:
-                        found.append((code.co_filename, line))
-        except Exception:  # noqa: BLE001
-            continue
-    return found
-
-
 def _read_outside_init(cls: type, attribute: str, is_user_file) -> bool:
     """Whether a method of the user's class (along the MRO), other than `__init__`, reads
     `self.<attribute>` (nested functions and comprehensions included)."""
     def reads(code: Any) -> bool:
-        for instruction in dis.get_instructions(code):
+        for instruction in bytecode.instructions(code)[1]:
             if instruction.opname in _ATTRIBUTE_LOADS and instruction.argval == attribute:
                 return True
         return any(reads(const) for const in code.co_consts if hasattr(const, "co_code"))
@@ -431,25 +414,8 @@ def _store_lines(frame: Any, value: Any) -> Tuple[Tuple[str, int], ...]:
     if frame is None:
         return ()
     names = {name for name, bound in frame.f_locals.items() if bound is value}
-    return _lines(frame, lambda i: i.opname in _STORES and i.argval in names) if names else ()
+    return bytecode.lines_where(frame, lambda i: i.opname in _STORES and i.argval in names) if names else ()
 
 
 def _attribute_lines(frame: Any, attribute: str) -> Tuple[Tuple[str, int], ...]:
-    return _lines(frame, lambda i: i.opname in _ATTRIBUTE_LOADS and i.argval == attribute)
-
-
-def _lines(frame: Any, wanted) -> Tuple[Tuple[str, int], ...]:
-    if frame is None:
-        return ()
-    path = frame.f_code.co_filename
-    found: List[Tuple[str, int]] = []
-    try:
-        for instruction in dis.get_instructions(frame.f_code):
-            if wanted(instruction):
-                positions = getattr(instruction, "positions", None)
-                line: Optional[int] = positions.lineno if positions is not None else None
-                if line is not None and (path, line) not in found:
-                    found.append((path, line))
-    except Exception:  # noqa: BLE001
-        return ()
-    return tuple(found)
+    return bytecode.lines_where(frame, lambda i: i.opname in _ATTRIBUTE_LOADS and i.argval == attribute)
