@@ -50,7 +50,6 @@ from torchlint.runtime.detectors.module_state import ModuleState
 from torchlint.runtime.detectors.modes import Modes
 from torchlint.runtime.forward_shapes import ForwardShapes
 from torchlint.runtime.detectors.retention import Retention
-from torchlint.runtime.detectors.thresholds import Thresholds
 from torchlint.runtime.detectors.unreached import Unreached
 from torchlint.runtime.detectors.wiring import Wiring
 from torchlint.runtime.frames import Site, UserFrames, caller_of_module_call
@@ -175,7 +174,7 @@ class Session:
         self.retention = Retention(self)
         self.unreached = Unreached(self)
         self.aliases = Aliases(self)
-        self.thresholds = Thresholds(self)
+        self.thresholds = thresholds.Thresholds(self)
         self.augmentation = augmentation.Augmentation(self)
         self.module_state = ModuleState(self)
         self.inplace = InPlace(self)
@@ -286,9 +285,7 @@ class Session:
         why = signatures.unobservable(code)
         if why is not None or code not in signatures.WATCHED_AT_LINES:
             return why
-        lines = set(self.watched.get(code, ()))
-        if code == "TL131":
-            lines |= self.retention.loss_lines()
+        lines = self.watched.get(code, ())
         from torchlint.runtime.project import statement_span
 
         first, last = statement_span(path, line)
@@ -715,8 +712,8 @@ class Session:
             except Exception as error:
                 self.op_failed(func, args, kwargs, error)
                 raise
-            if name == "round" and not kwargs.get("decimals") or (len(args) > 1 and type(args[1]) is float
-                                                                  and args[1] == 0.5):
+            at_half = len(args) > 1 and type(args[1]) is float and args[1] == 0.5
+            if (name == "round" and not kwargs.get("decimals")) or at_half:
                 self._detect(self.thresholds.check, name, args[0] if args else kwargs.get("input"), output)
             return output
 

@@ -87,16 +87,11 @@ class Retention:
 
     # -- tracking ------------------------------------------------------------------------------------
     def is_tracked(self, tensor: Any) -> bool:
-        entry = self._tracked.get(id(tensor))
-        return entry is not None and entry.ref() is tensor
+        return self.entry_of(tensor) is not None
 
     def entry_of(self, tensor: Any) -> Optional[_Tracked]:
         entry = self._tracked.get(id(tensor))
         return entry if entry is not None and entry.ref() is tensor else None
-
-    def loss_lines(self) -> Set[Tuple[str, int]]:
-        """The lines that computed the losses the run tracked."""
-        return {key for key in self._sites if key is not None}
 
     def track_loss(self, tensor: Any, site: Optional[Site], at_backward: bool = False,
                    kind: str = "loss") -> Optional[_Tracked]:
@@ -106,7 +101,11 @@ class Retention:
         entry = _Tracked(None, {self.session.iteration}, site, kind, seen_at_backward=at_backward,
                          backwards=self.session.backwards, made_by=type(grad_fn).__name__)
         key = (site.path, site.line) if site is not None and kind == "loss" else None
-        stats = self._sites.setdefault(key, _SiteStats()) if key is not None else None
+        stats = self._sites.get(key) if key is not None else None
+        if key is not None and stats is None:
+            stats = self._sites[key] = _SiteStats()
+            if not at_backward:  # a loss computed here: whether a backward reaches it is seen (TL131)
+                self.session.watch("TL131", (key,))
         entry.ref = weakref.ref(tensor, self._on_death(id(tensor), entry, stats))
         self._tracked[id(tensor)] = entry
         hook = self._on_backward(entry, stats)

@@ -30,7 +30,7 @@ class Unreached:
     def __init__(self, session) -> None:
         self.session = session
         self._pending: List[Any] = []  # retention entries whose graph was freed unused
-        # (code, path, line) -> [losses, made_by, step names]
+        # (code, path, line) -> [losses counted, grad_fn class, when the first was, site, computing site]
         self._found: Dict[Tuple[str, str, int], List[Any]] = {}
 
     def freed(self, entry: Any) -> None:
@@ -55,17 +55,21 @@ class Unreached:
         backwards = self.session.backwards
         step = f"step {self.session.step_of(optimizer) + 1} of `{type(optimizer).__name__}`"
         for entry in pending:
-            if entry.used or entry.backwards >= backwards:
-                continue  # no backward since it was computed: nothing went on without it
-            self._count(entry, step)
+            if self._left_behind(entry, backwards):
+                self._count(entry, step)
 
     def finish(self) -> None:
         pending, self._pending = self._pending, []
         for entry in pending:
-            if not entry.used and entry.backwards < self.session.backwards:
+            if self._left_behind(entry, self.session.backwards):
                 self._count(entry, "the end of the run")
         for (code, path, line), (count, made_by, when, site, origin) in self._found.items():
             self._report(code, path, line, count, made_by, when, site, origin)
+
+    @staticmethod
+    def _left_behind(entry: Any, backwards: int) -> bool:
+        """Unused, and a backward ran after it was computed (without one, nothing went on without it)."""
+        return not entry.used and entry.backwards < backwards
 
     def _count(self, entry: Any, when: str) -> None:
         places = []
