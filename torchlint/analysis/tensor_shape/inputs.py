@@ -21,6 +21,7 @@ from typing import Any, List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.tensor_shape import dims as D
+from torchlint.analysis.tensor_shape import ops
 from torchlint.analysis.tensor_shape.callees import bind_call, project_function
 from torchlint.analysis.tensor_shape.modules import UNKNOWN, _frozen
 from torchlint.analysis.tensor_shape.modules import evaluate as _evaluate
@@ -53,10 +54,7 @@ _SIZE_KEEPING = frozenset({
     "AutoAugment", "RandAugment", "TrivialAugmentWide", "AugMix", "RandomPerspective",
 })
 
-_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "FloatTensor", "Tensor"})
-# Constructors whose single sequence argument is the data, not the sizes: `torch.FloatTensor([2, 3])`
-# is the 1-D tensor [2., 3.] (shape (2,)), `torch.FloatTensor(2, 3)` a 2x3 one.
-_DATA_CONSTRUCTORS = frozenset({"FloatTensor", "Tensor", "DoubleTensor", "LongTensor", "IntTensor", "tensor"})
+
 
 
 @dataclass
@@ -469,7 +467,8 @@ def tensor_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
         return None
     qualified = sem.qualified_name(call.func) or ""
     parts = qualified.split(".")
-    if len(parts) != 2 or parts[0] != "torch" or parts[1] not in _FACTORIES | _DATA_CONSTRUCTORS | {"randint"}:
+    if len(parts) != 2 or parts[0] != "torch" or \
+            parts[1] not in ops.LITERAL_FACTORIES | ops.DATA_CONSTRUCTORS | {"randint"}:
         return None
     positional = [a for a in call.args if a.keyword is None]
     if any(a.star for a in call.args):
@@ -484,7 +483,7 @@ def tensor_source(sem, expr: cst.BaseExpression) -> Optional[Source]:
         dims = value if isinstance(value, tuple) else None
     else:
         values = [evaluate(sem, a.value, {}, 0) for a in positional]
-        if parts[1] in _DATA_CONSTRUCTORS:
+        if parts[1] in ops.DATA_CONSTRUCTORS:
             if len(values) != 1 or not isinstance(values[0], tuple):
                 if parts[1] == "tensor" or len(values) < 2:
                     return None  # `torch.tensor(3.0)`, `torch.FloatTensor(n)`: no data shape to read

@@ -1476,9 +1476,7 @@ class Interpreter:
         qualified = sem.qualified_name(func)
         if qualified:
             if hasattr(frame, "factory") and qualified.split(".")[0] == "torch" and \
-                    qualified.rsplit(".", 1)[-1] in ("randn", "rand", "zeros", "ones", "empty", "randint", "arange",
-                                                     "linspace", "FloatTensor", "Tensor", "tensor", "DoubleTensor",
-                                                     "LongTensor", "IntTensor"):
+                    qualified.rsplit(".", 1)[-1] in ops.SOURCE_FACTORIES:
                 built = frame.factory(call)
                 if built is not UNKNOWN:
                     return built

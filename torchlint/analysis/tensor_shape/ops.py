@@ -55,6 +55,13 @@ _POOL_FUNCTIONS = {
 }
 
 
+# Torch calls that build a tensor from literal sizes (`torch.randn(2, 3)`), from literal data (the
+# legacy constructors and `torch.tensor`: a single sequence argument is the data, `torch.FloatTensor([2,
+# 3])` being the 1-D tensor [2., 3.]), or a range: what `inputs.tensor_source`/`range_source` read.
+LITERAL_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty"})
+DATA_CONSTRUCTORS = frozenset({"FloatTensor", "Tensor", "DoubleTensor", "LongTensor", "IntTensor", "tensor"})
+SOURCE_FACTORIES = LITERAL_FACTORIES | DATA_CONSTRUCTORS | {"randint", "arange", "linspace"}
+
 # The torch functions whose misfits a script's own top-level call can show (facts' script ops).
 CHECKED_FUNCTIONS = frozenset(_POOL_FUNCTIONS) | {
     "flatten", "cat", "concat", "concatenate", "stack", "matmul", "mm", "bmm", "softmax", "log_softmax",
